@@ -1,0 +1,78 @@
+"""CUDA runtime backend: load a cubin and launch it on torch's current stream (cuda-python).
+
+backends/hip_runtime.py is its mirror image; keep the two in step.
+"""
+from __future__ import annotations
+
+import functools
+
+from ..errors import LaunchError, ToolchainMissing
+
+name = "cuda"
+
+
+@functools.cache
+def _cu():
+    try:
+        from cuda.bindings import driver
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ToolchainMissing("cuda-python is not installed: pip install cuda-python") from e
+    return driver
+
+
+def _check(result, what: str):
+    err = result[0]
+    if err:
+        _, text = _cu().cuGetErrorString(err)
+        raise LaunchError(f"{what} failed: {err!r} ({text.decode() if isinstance(text, bytes) else text})")
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def device_count() -> int:
+    cu = _cu()
+    _check(cu.cuInit(0), "cuInit")
+    return _check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+
+
+def driver_version() -> str:
+    v = _check(_cu().cuDriverGetVersion(), "cuDriverGetVersion")
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def make_current(device_index: int) -> None:
+    """Bind the device's primary context (the one torch uses) to this thread."""
+    cu = _cu()
+    _check(cu.cuInit(0), "cuInit")
+    dev = _check(cu.cuDeviceGet(device_index), "cuDeviceGet")
+    ctx = _check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    _check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+def load(code: bytes, device_index: int):
+    make_current(device_index)
+    return _check(_cu().cuModuleLoadData(code), "cuModuleLoadData")
+
+
+def unload(module) -> None:
+    _check(_cu().cuModuleUnload(module), "cuModuleUnload")
+
+
+def get_function(module, kernel: str):
+    return _check(_cu().cuModuleGetFunction(module, kernel.encode()), f"cuModuleGetFunction({kernel})")
+
+
+def set_max_dynamic_smem(function, nbytes: int) -> None:
+    cu = _cu()
+    attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    _check(cu.cuFuncSetAttribute(function, attr, nbytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+
+
+def launcher(function):
+    """A launch function bound to `function`: (grid, block, smem, stream, params_address)."""
+    launch = _cu().cuLaunchKernel
+
+    def run(grid, block, smem, stream, params):
+        err = launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, params, 0)[0]
+        if err:
+            _check((err,), f"cuLaunchKernel(grid={grid}, block={block}, smem={smem})")
+    return run

@@ -1,0 +1,76 @@
+"""HIP runtime backend: load a code object and launch it on torch's current stream (hip-python).
+
+Mirror image of backends/cuda_driver.py; ROCm builds of torch expose the HIP stream as
+torch.cuda.current_stream().cuda_stream, so the caller side is the same.
+"""
+from __future__ import annotations
+
+import functools
+
+from ..errors import LaunchError, ToolchainMissing
+
+name = "hip"
+
+
+@functools.cache
+def _hip():
+    try:
+        from hip import hip
+    except ImportError as e:
+        raise ToolchainMissing("hip-python is not installed: pip install 'portable[hip]' (ROCm machines)") from e
+    return hip
+
+
+def _check(result, what: str):
+    err = result[0]
+    if err:
+        text = _hip().hipGetErrorString(err)
+        raise LaunchError(f"{what} failed: {err!r} ({text.decode() if isinstance(text, bytes) else text})")
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def device_count() -> int:
+    hip = _hip()
+    _check(hip.hipInit(0), "hipInit")
+    return _check(hip.hipGetDeviceCount(), "hipGetDeviceCount")
+
+
+def driver_version() -> str:
+    v = _check(_hip().hipDriverGetVersion(), "hipDriverGetVersion")
+    return f"{v // 10000000}.{v // 100000 % 100}"
+
+
+def make_current(device_index: int) -> None:
+    """HIP binds a device, not a context, to the thread."""
+    hip = _hip()
+    _check(hip.hipInit(0), "hipInit")
+    _check(hip.hipSetDevice(device_index), "hipSetDevice")
+
+
+def load(code: bytes, device_index: int):
+    make_current(device_index)
+    return _check(_hip().hipModuleLoadData(code), "hipModuleLoadData")
+
+
+def unload(module) -> None:
+    _check(_hip().hipModuleUnload(module), "hipModuleUnload")
+
+
+def get_function(module, kernel: str):
+    return _check(_hip().hipModuleGetFunction(module, kernel.encode()), f"hipModuleGetFunction({kernel})")
+
+
+def set_max_dynamic_smem(function, nbytes: int) -> None:
+    """No call needed: AMD gives a kernel the whole LDS without an opt-in (mapping row
+    mod.max_dynamic_smem_attr); the caller has already checked nbytes against the target."""
+
+
+def launcher(function):
+    """A launch function bound to `function`: (grid, block, smem, stream, params_address)."""
+    launch = _hip().hipModuleLaunchKernel
+
+    def run(grid, block, smem, stream, params):
+        err = launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, params, None)[0]
+        if err:
+            _check((err,), f"hipModuleLaunchKernel(grid={grid}, block={block}, smem={smem})")
+    return run

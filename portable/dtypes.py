@@ -1,0 +1,31 @@
+"""Element types the kernels accept: name -> torch dtype, C type in rendered source, bytes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    torch: torch.dtype
+    ctype: str      # raw storage type in rendered source (bf16 is carried as its bits)
+    bytes: int
+
+
+DTYPES = {d.name: d for d in (
+    DType("float32", torch.float32, "float", 4),
+    DType("bfloat16", torch.bfloat16, "unsigned short", 2),
+)}
+
+
+def dtype_name(value) -> str:
+    """Accept 'float32', 'bf16'-style names or a torch.dtype."""
+    if isinstance(value, torch.dtype):
+        for d in DTYPES.values():
+            if d.torch is value:
+                return d.name
+        return str(value).replace("torch.", "")
+    aliases = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16"}
+    return aliases.get(value, value)

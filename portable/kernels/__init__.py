@@ -1,0 +1,4 @@
+"""Kernel registry: name -> Python face (template, parameters, checks, reference, cost)."""
+from .vector_add import VectorAdd
+
+KERNELS = {k.NAME: k for k in (VectorAdd,)}

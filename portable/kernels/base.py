@@ -1,0 +1,109 @@
+"""What every kernel's Python face shares: parameters, render, build, report, launch."""
+from __future__ import annotations
+
+import torch
+
+from .. import backends
+from ..build import build
+from ..device import current_stream, device_target
+from ..errors import InputError, LaunchError, TargetError
+from ..params import validate
+from ..render import render_template
+from ..report import static_report
+from ..targets import get_target
+from ..backends.params import ParamPacker
+
+
+class Launcher:
+    """One kernel loaded on one device: packs arguments and launches on torch's current stream."""
+
+    def __init__(self, kernel: "Kernel", device_index: int):
+        self.device_index = device_index
+        target = device_target(device_index).name
+        binary = kernel.binary(target, purpose="run")
+        self.runtime = backends.runtime_for(target)
+        self.module = self.runtime.load(binary.code, device_index)
+        function = self.runtime.get_function(self.module, kernel.ENTRY)
+        if kernel.DYNAMIC_SMEM:
+            self.runtime.set_max_dynamic_smem(function, kernel.dynamic_smem(target))
+        self.launch = self.runtime.launcher(function)
+        self.packer = ParamPacker(kernel.SIGNATURE)
+
+    def __call__(self, grid, block, smem, args):
+        index = self.device_index
+        stream = current_stream(index)
+        with self.packer.lock:
+            params = self.packer.pack(args)
+            try:
+                if torch.cuda.current_device() == index:
+                    self.launch(grid, block, smem, stream, params)
+                else:
+                    with torch.cuda.device(index):
+                        self.launch(grid, block, smem, stream, params)
+            except LaunchError:
+                # a thread torch has not used yet has no current context: bind it and retry once
+                self.runtime.make_current(index)
+                self.launch(grid, block, smem, stream, params)
+
+
+class Kernel:
+    """A kernel template with validated parameters; built for a target on first use."""
+    NAME = ""
+    TEMPLATE = ""
+    ENTRY = ""
+    PARAMS: dict = {}
+    SIGNATURE: tuple = ()
+    DYNAMIC_SMEM = False
+
+    def __init__(self, target: str | None = None, **params):
+        self.params = validate(self.PARAMS, params)
+        self.target = get_target(target).name if target else None
+        self._launchers: dict[int, Launcher] = {}
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"portable.load({self.NAME!r}, {args}{', target=' + repr(self.target) if self.target else ''})"
+
+    # --- per kernel -------------------------------------------------------------------
+    def template_context(self, target: str) -> dict:
+        """Values the template sees besides the dialect: derived from self.params only."""
+        return dict(self.params)
+
+    def block_threads(self, target: str) -> int:
+        raise NotImplementedError
+
+    def dynamic_smem(self, target: str) -> int:
+        return 0
+
+    # --- shared -----------------------------------------------------------------------
+    def source(self, target: str) -> str:
+        return render_template(self.TEMPLATE, get_target(target).name, self.template_context(target))
+
+    def binary(self, target: str, purpose: str = "report"):
+        return build(self.source(target), target, self.compile_options(), purpose=purpose)
+
+    def compile_options(self) -> dict:
+        return {}
+
+    def report(self, target: str) -> dict:
+        return static_report(self.binary(target), self.ENTRY, self.block_threads(target), self.dynamic_smem(target))
+
+    def launcher(self, tensor: torch.Tensor) -> Launcher:
+        index = tensor.device.index
+        if index is None:
+            index = torch.cuda.current_device()
+        launcher = self._launchers.get(index)
+        if launcher is None:
+            found = device_target(index).name
+            if self.target and self.target != found:
+                raise TargetError(f"target: this kernel was built for {self.target}, but the tensors are on "
+                                  f"cuda:{index}, a {found} device")
+            launcher = self._launchers[index] = Launcher(self, index)
+        return launcher
+
+
+def same_device(names_tensors) -> None:
+    first_name, first = names_tensors[0]
+    for name, t in names_tensors[1:]:
+        if t.device != first.device:
+            raise InputError(f"{name}: expected a tensor on {first.device} like {first_name}, got {t.device}")

@@ -1,0 +1,77 @@
+"""vector_add: c = a + b for fp32 and bf16 (templates/vector_add.j2)."""
+from __future__ import annotations
+
+import torch
+
+from ..device import require_gpu_tensor
+from ..dtypes import DTYPES
+from ..errors import InputError
+from ..params import Choice
+from .base import Kernel, same_device
+
+
+class VectorAdd(Kernel):
+    NAME = "vector_add"
+    TEMPLATE = "vector_add.j2"
+    ENTRY = "vector_add"
+    PARAMS = {
+        "dtype": Choice(("float32", "bfloat16"), "float32"),
+        "block": Choice((64, 128, 256, 512, 1024), 256),
+        "vecs": Choice((1, 2, 4, 8), 2),      # 16-byte vectors per operand per thread
+    }
+    SIGNATURE = ("ptr", "ptr", "ptr", "i64")
+
+    def __init__(self, target=None, **params):
+        super().__init__(target, **params)
+        self.dtype = DTYPES[self.params["dtype"]]
+        self._per_block = self.params["block"] * self.params["vecs"] * (16 // self.dtype.bytes)
+
+    def template_context(self, target):
+        return {"dtype": self.dtype.name, "CTYPE": self.dtype.ctype, "ELEM_BYTES": self.dtype.bytes,
+                "BLOCK": self.params["block"], "VECS": self.params["vecs"]}
+
+    def block_threads(self, target):
+        return self.params["block"]
+
+    def grid(self, n: int) -> int:
+        # one pass: every thread's VECS vectors; at least one block when a scalar tail exists
+        return max(1, -(-n // self._per_block))
+
+    def check(self, a, b, out):
+        want = self.dtype.torch
+        for name, t in (("a", a), ("b", b), ("out", out)):
+            if t is None:
+                continue
+            require_gpu_tensor(name, t)
+            if t.dtype is not want:
+                raise InputError(f"{name}: expected dtype {want} (this kernel was loaded with dtype={self.dtype.name!r}), got {t.dtype}")
+            if not t.is_contiguous():
+                raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()} for shape {tuple(t.shape)}")
+            if t.data_ptr() % 16:
+                raise InputError(f"{name}: expected a 16-byte aligned data pointer for 16-byte vector access, "
+                                 f"got address % 16 = {t.data_ptr() % 16} (a view at an offset? pass .clone())")
+        if a.shape != b.shape:
+            raise InputError(f"b: expected shape {tuple(a.shape)} like a, got {tuple(b.shape)}")
+        if out is not None and out.shape != a.shape:
+            raise InputError(f"out: expected shape {tuple(a.shape)} like a, got {tuple(out.shape)}")
+        same_device([("a", a), ("b", b)] + ([("out", out)] if out is not None else []))
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        self.check(a, b, out)
+        if out is None:
+            out = torch.empty_like(a)
+        n = a.numel()
+        if n:
+            self.launcher(a)((self.grid(n), 1, 1), (self.params["block"], 1, 1), 0,
+                             (a.data_ptr(), b.data_ptr(), out.data_ptr(), n))
+        return out
+
+    # --- reference and cost model --------------------------------------------------
+    @staticmethod
+    def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """float64 sum, rounded once to the input dtype."""
+        return (a.double() + b.double()).to(a.dtype)
+
+    def cost(self, n: int) -> dict:
+        """Minimum traffic: read a and b once, write c once; one add per element."""
+        return {"flops": n, "bytes": 3 * n * self.dtype.bytes}

@@ -1,0 +1,31 @@
+"""Render a kernel template for one target."""
+from __future__ import annotations
+
+import functools
+
+import jinja2
+
+from .data import templates_dir
+from .dialect import dialect_for
+from .targets import get_target
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,   # a misspelt name fails loudly instead of rendering ""
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def render_template(template: str, target_name: str, params: dict) -> str:
+    """Render `template` with the target's dialect and already validated parameters."""
+    target = get_target(target_name)
+    context = dict(dialect_for(target.name))
+    context.update(target=target, WARP=target.wave)
+    context.update(params)
+    return environment().get_template(template).render(**context)

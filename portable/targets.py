@@ -1,0 +1,68 @@
+"""The five compile targets, read from mapping/targets.toml."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from .data import load_toml
+from .errors import TargetError
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    vendor: str           # "nvidia" | "amd"
+    dialect: str          # "cuda" | "hip"
+    wave: int
+    limits: dict = field(hash=False, compare=False)
+    features: tuple = ()
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    def __getattr__(self, item):
+        # limits from the data file read as attributes: t.smem_per_block, t.max_threads_per_sm ...
+        limits = self.__dict__.get("limits", {})
+        if item in limits:
+            return limits[item]
+        raise AttributeError(f"target {self.__dict__.get('name')!r} has no field {item!r}")
+
+
+@functools.cache
+def all_targets() -> dict[str, Target]:
+    data = load_toml("targets.toml")
+    out = {}
+    for name, row in data.items():
+        if name == "instruction_classes":
+            continue
+        out[name] = Target(name=name, vendor=row["vendor"], dialect=row["dialect"], wave=row["wave"],
+                           limits=row, features=tuple(row.get("features", ())))
+    return out
+
+
+def get_target(name: str) -> Target:
+    targets = all_targets()
+    if name not in targets:
+        raise TargetError(f"target: unknown target {name!r}; expected one of {', '.join(targets)}")
+    return targets[name]
+
+
+def resolve_targets(spec: str) -> list[Target]:
+    """'all', one name, or a comma-separated list."""
+    if spec == "all":
+        return list(all_targets().values())
+    return [get_target(s.strip()) for s in spec.split(",") if s.strip()]
+
+
+def instruction_classes(vendor: str) -> dict[str, str]:
+    return load_toml("targets.toml")["instruction_classes"][vendor]
+
+
+def target_for_arch(arch: str) -> Target:
+    """Map a device's architecture string ('9.0' from NVIDIA, 'gfx942:sramecc+:xnack-' from AMD)."""
+    key = arch.split(":")[0]
+    for t in all_targets().values():
+        if t.arch_match == key:
+            return t
+    known = ", ".join(f"{t.arch_match} -> {t.name}" for t in all_targets().values())
+    raise TargetError(f"device architecture {arch!r} matches no target (known: {known})")
