@@ -98,16 +98,20 @@ def _device_libs() -> list[Path]:
     return libs
 
 
-def _run(args: list[str], what: str) -> subprocess.CompletedProcess:
+def _run(args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     if _linker_path():
         env["PATH"] = _linker_path() + os.pathsep + env.get("PATH", "")
-    return subprocess.run([*clang_command(), *args], capture_output=True, text=True, env=env)
+    try:
+        return subprocess.run([*clang_command(), *args], capture_output=True, text=True, env=env)
+    except FileNotFoundError as e:
+        raise ToolchainMissing(f"clang for AMDGPU not found ({e.filename}): pip install 'portable[amd-offline]' "
+                               "or set PORTABLE_AMD_CLANG") from e
 
 
 @functools.cache
 def version() -> str:
-    proc = _run(["--version"], "version")
+    proc = _run(["--version"])
     if proc.returncode != 0:
         raise ToolchainMissing(f"clang --version failed: {proc.stderr.strip()}")
     return proc.stdout.splitlines()[0].strip()
@@ -129,7 +133,7 @@ def _control_bitcode(target: str) -> Path:
             ir = Path(tmp, "oclc.ll")
             ir.write_text(_OCLC_IR.format(isa=_isa_version(target)))
             out = Path(tmp, "oclc.bc")
-            proc = _run(["-target", "amdgcn-amd-amdhsa", f"-mcpu={target}", "-nogpulib", "-c", "-emit-llvm", str(ir), "-o", str(out)], "oclc")
+            proc = _run(["-target", "amdgcn-amd-amdhsa", f"-mcpu={target}", "-nogpulib", "-c", "-emit-llvm", str(ir), "-o", str(out)])
             if proc.returncode != 0:
                 raise ToolchainMissing(f"building the oclc control bitcode failed: {proc.stderr.strip()}")
             os.replace(out, path)   # atomic: a concurrent builder writes the same bytes
@@ -156,11 +160,11 @@ def compile(source: str, target: str, opts: dict | None = None, name: str = "ker
         src = Path(tmp, name)
         src.write_text(source)
         code_path, asm_path = Path(tmp, "kernel.hsaco"), Path(tmp, "kernel.s")
-        proc = _run([*flags, str(src), "-o", str(code_path)], "compile")
+        proc = _run([*flags, str(src), "-o", str(code_path)])
         log = proc.stderr
         if proc.returncode != 0:
             raise_compile_error(version(), target, log, source)
-        asm_proc = _run([*flags, str(src), "-S", "-o", str(asm_path)], "assemble")
+        asm_proc = _run([*flags, str(src), "-S", "-o", str(asm_path)])
         if asm_proc.returncode != 0:
             raise_compile_error(version(), target, asm_proc.stderr, source)
         code, asm = code_path.read_bytes(), asm_path.read_text()

@@ -78,6 +78,8 @@ def format_report(rows: list[dict]) -> str:
     flat = []
     for r in rows:
         r = dict(r)
+        if r.get("sgprs") is None:
+            r["sgprs"] = "-"            # NVIDIA has no scalar register file
         instr = r.pop("instructions", {}) or {}
         r["ld128/st128"] = f"{instr.get('global_load_128', '?')}/{instr.get('global_store_128', '?')}" if instr else "-"
         mma = {k: v for k, v in instr.items() if k in ("hmma", "hgmma", "tcgen05", "block_scaled_mma", "mfma", "mfma_scale") and v}

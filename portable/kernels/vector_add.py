@@ -20,6 +20,7 @@ class VectorAdd(Kernel):
         "vecs": Choice((1, 2, 4, 8), 2),      # 16-byte vectors per operand per thread
     }
     SIGNATURE = ("ptr", "ptr", "ptr", "i64")
+    CHECK_VARIANTS = [{"dtype": "float32"}, {"dtype": "bfloat16"}]
 
     def __init__(self, target=None, **params):
         super().__init__(target, **params)
@@ -38,23 +39,24 @@ class VectorAdd(Kernel):
         return max(1, -(-n // self._per_block))
 
     def check(self, a, b, out):
+        """Every problem a launch would trip on, as an InputError naming the argument."""
         want = self.dtype.torch
-        for name, t in (("a", a), ("b", b), ("out", out)):
-            if t is None:
-                continue
-            require_gpu_tensor(name, t)
+        given = [("a", a), ("b", b)] + ([("out", out)] if out is not None else [])
+        for name, t in given:
+            if not isinstance(t, torch.Tensor):
+                raise InputError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
             if t.dtype is not want:
                 raise InputError(f"{name}: expected dtype {want} (this kernel was loaded with dtype={self.dtype.name!r}), got {t.dtype}")
             if not t.is_contiguous():
                 raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()} for shape {tuple(t.shape)}")
+            if t.shape != a.shape:
+                raise InputError(f"{name}: expected shape {tuple(a.shape)} like a, got {tuple(t.shape)}")
+        for name, t in given:
+            require_gpu_tensor(name, t)
             if t.data_ptr() % 16:
                 raise InputError(f"{name}: expected a 16-byte aligned data pointer for 16-byte vector access, "
                                  f"got address % 16 = {t.data_ptr() % 16} (a view at an offset? pass .clone())")
-        if a.shape != b.shape:
-            raise InputError(f"b: expected shape {tuple(a.shape)} like a, got {tuple(b.shape)}")
-        if out is not None and out.shape != a.shape:
-            raise InputError(f"out: expected shape {tuple(a.shape)} like a, got {tuple(out.shape)}")
-        same_device([("a", a), ("b", b)] + ([("out", out)] if out is not None else []))
+        same_device(given)
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         self.check(a, b, out)
@@ -75,3 +77,16 @@ class VectorAdd(Kernel):
     def cost(self, n: int) -> dict:
         """Minimum traffic: read a and b once, write c once; one add per element."""
         return {"flops": n, "bytes": 3 * n * self.dtype.bytes}
+
+    def selftest(self, device: int, n: int = (1 << 24) + 3) -> dict:
+        """Fresh random inputs, poisoned output, compare, then time: one line of `portable check`."""
+        from ..timing import time_gpu
+        gen = torch.Generator(device=f"cuda:{device}").manual_seed(torch.seed() % (1 << 31))
+        a = torch.randn(n, device=f"cuda:{device}", dtype=self.dtype.torch, generator=gen)
+        b = torch.randn(n, device=f"cuda:{device}", dtype=self.dtype.torch, generator=gen)
+        out = torch.full_like(a, float("nan"))
+        self(a, b, out)
+        ok = bool(torch.equal(out, self.reference(a, b)))
+        median_us = time_gpu(lambda: self(a, b, out))["median_us"]
+        return {"ok": ok, "shape": f"n={n}", "median_us": median_us,
+                "tbps": self.cost(n)["bytes"] / median_us / 1e6}

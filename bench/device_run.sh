@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# One device call: install the checkout (no network there: --no-deps, no build isolation),
+# run the GPU tests, the benchmarks and the main job; logs land in $OUT.
+set -o pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/portable-out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
+for step in "$@"; do
+  case "$step" in
+    tests)  python3 -m pytest -q -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15 ;;
+    alltests) python3 -m pytest -q tests -x 2>&1 | tee "$OUT/pytest_all.log" | tail -15 ;;
+    check)  portable check 2>&1 | tee "$OUT/check.log" | tail -12 ;;
+    *)      python3 "bench/$step.py" --out "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 ;;
+  esac
+done

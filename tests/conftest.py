@@ -1,0 +1,34 @@
+import os
+
+import pytest
+import torch
+
+
+def has_gpu() -> bool:
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def pytest_collection_modifyitems(config, items):
+    if has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA or ROCm GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    """Each test session compiles into its own cache, so tests never see stale binaries."""
+    root = tmp_path_factory.getbasetemp() / "portable-cache"
+    monkeypatch.setenv("PORTABLE_CACHE_DIR", str(root))
+
+
+def toolchain_or_skip(available: tuple[bool, str]):
+    """Skip when a compiler is missing, unless PORTABLE_REQUIRE_TOOLCHAINS=1 (CI) makes it a failure."""
+    ok, why = available
+    if ok:
+        return
+    if os.environ.get("PORTABLE_REQUIRE_TOOLCHAINS") == "1":
+        pytest.fail(f"toolchain required but missing: {why}")
+    pytest.skip(why)
