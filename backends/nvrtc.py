@@ -72,33 +72,28 @@ def compile(source: str, target: str, opts: dict | None = None, name: str = "ker
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     return Binary(target=target, format="cubin", code=code, compiler=version(), options=tuple(flags),
-                  log=log, asm=disassemble(code), meta=resources_from_log(log))
+                  log=log, asm=disassemble(code), meta=resources(code, log))
 
 
-_PTXAS = {
-    "registers": re.compile(r"Used (\d+) registers"),
-    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
-    "spill_store_bytes": re.compile(r"(\d+) bytes spill stores"),
-    "spill_load_bytes": re.compile(r"(\d+) bytes spill loads"),
-    "smem_bytes": re.compile(r"(\d+) bytes smem"),
-}
+_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_FUNCTION = re.compile(r"Function ([\w$]+):\s*\n\s*REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)")
 
 
-def resources_from_log(log: str) -> dict:
-    """ptxas --verbose lines -> per-kernel registers, stack, spills, static shared memory."""
-    kernels: dict[str, dict] = {}
-    current = None
-    for line in log.splitlines():
-        m = re.search(r"(?:Compiling entry function|Function properties for) '?([\w$]+)'?", line)
-        if m:
-            current = kernels.setdefault(m.group(1), {k: 0 for k in _PTXAS})
-            continue
-        if current is None:
-            continue
-        for key, pattern in _PTXAS.items():
-            hit = pattern.search(line)
-            if hit:
-                current[key] = int(hit.group(1))
+def resources(cubin: bytes, log: str) -> dict:
+    """Per-kernel registers, stack, static shared and local memory from cuobjdump's
+    resource report (the same on every NVRTC version); spill bytes from ptxas --verbose."""
+    kernels = {}
+    tool = nvidia_tool("cuobjdump")
+    if tool:
+        text = run_tool([tool, "--dump-resource-usage"], cubin, suffix=".cubin")
+        for name, reg, stack, shared, local in _FUNCTION.findall(text):
+            kernels[name] = {"registers": int(reg), "stack_bytes": int(stack), "smem_bytes": int(shared),
+                             "local_bytes": int(local), "spill_bytes": None}
+    # ptxas prints a "Function properties for NAME" line followed by the spill counts
+    for name, body in re.findall(r"Function properties for ([\w$]+)\n(.*?)(?=\n\S*ptxas info\s*: (?:Function|Compiling)|\Z)", log, re.S):
+        m = _SPILLS.search(body)
+        if m and name in kernels:
+            kernels[name]["spill_bytes"] = int(m.group(1)) + int(m.group(2))
     return {"kernels": kernels}
 
 

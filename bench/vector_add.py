@@ -87,6 +87,40 @@ def launch_overhead() -> dict:
     return result
 
 
+def launch_breakdown() -> dict:
+    """Where a call's host time goes: validation, our launcher, and the bare driver call
+    through cuda-python and through ctypes (same function, same packed arguments)."""
+    import ctypes
+    from cuda.bindings import driver as cu
+    from portable.device import current_stream
+    n = 4096
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(a)
+    k = portable.load("vector_add")
+    k(a, b, out)
+    L = k._launchers[0]
+    args = (a.data_ptr(), b.data_ptr(), out.data_ptr(), n)
+    grid, block = (k.grid(n), 1, 1), k._block
+    params = L.packer.pack(args)
+    func = cu.cuModuleGetFunction(L.module, b"vector_add")[1]
+    lib = ctypes.CDLL("libcuda.so.1")
+    raw = lib.cuLaunchKernel
+    raw.restype = ctypes.c_int
+    raw.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    fptr = int(func)
+    stream = current_stream(0)
+    out_ = {
+        "full_call_us": per_call_us(lambda: k(a, b, out)),
+        "launcher_us": per_call_us(lambda: L(grid, block, 0, args)),
+        "cuda_python_launch_us": per_call_us(lambda: cu.cuLaunchKernel(func, grid[0], 1, 1, block[0], 1, 1, 0, stream, params, 0)),
+        "ctypes_launch_us": per_call_us(lambda: raw(fptr, grid[0], 1, 1, block[0], 1, 1, 0, stream, params, None)),
+        "stream_lookup_us": per_call_us(lambda: current_stream(0), calls=20000),
+        "pack_us": per_call_us(lambda: L.packer.pack(args), calls=20000),
+        "data_ptr_x3_us": per_call_us(lambda: (a.data_ptr(), b.data_ptr(), out.data_ptr()), calls=20000),
+    }
+    return out_
+
+
 _CACHE_PROBE = """
 import json, time
 t0 = time.perf_counter()
@@ -122,6 +156,7 @@ def main() -> int:
     log["copy"] = copy_ceiling()
     log["bandwidth"] = bandwidth(torch.float32, variants) + bandwidth(torch.bfloat16, variants)
     log["launch"] = launch_overhead()
+    log["launch_breakdown"] = launch_breakdown()
     log["cache"] = cache_timing()
     with open(os.path.join(args.out, "vector_add_bench.json"), "w") as f:
         json.dump(log, f, indent=1)
@@ -139,6 +174,7 @@ def main() -> int:
     cupy_ratio = f"{L['portable_us'] / L['cupy_us']:.2f}x CuPy" if L.get("cupy_us") else "CuPy missing"
     print(f"launch overhead per call (n=4096): portable {L['portable_us']:.2f} us, CuPy RawKernel "
           f"{L['cupy_us'] or float('nan'):.2f} us, torch.add {L['torch_add_us']:.2f} us  -> {cupy_ratio}")
+    print("host time per call by part: " + ", ".join(f"{k[:-3]} {v:.2f}" for k, v in log["launch_breakdown"].items()) + " (us)")
     c0, c1 = log["cache"]
     print(f"process 1: compiled={c0['compiled']} build {c0['build_s'] * 1e3:.1f} ms; "
           f"process 2: compiled={c1['compiled']} cached={c1['cached']} build {c1['build_s'] * 1e3:.1f} ms")

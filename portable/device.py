@@ -33,6 +33,8 @@ def _raw_stream():
 
 
 current_stream = _raw_stream()
+# torch's C accessor for the current device index; the public call is a thin wrapper around it
+current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 def require_gpu_tensor(name: str, t) -> None:

@@ -74,16 +74,20 @@ def dialect_for(target_name: str) -> dict[str, SimpleNamespace]:
     return {space: SimpleNamespace(**names) for space, names in spaces.items()}
 
 
+# Namespaces of host-side rows (compiler flags, driver calls): never part of device source.
+HOST_SPACES = {"rtc", "mod", "ctx", "dev", "stream", "event"}
+_C_WORDS = {"unsigned", "long", "short", "int", "char", "float", "double", "const", "void", "extern",
+            "struct", "return", "aligned", "attribute"}
+
+
 def vendor_only_spellings() -> set[str]:
-    """Every identifier that the table spells differently for CUDA and HIP.
+    """Identifiers the table uses in one dialect's device spellings and never in the other's.
 
     A template that contains one of these has written a vendor into itself."""
-    tokens = set()
     ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+    cuda_ids, hip_ids = set(), set()
     for row in load_table():
-        if row["cuda_expr"] == row["hip_expr"]:
-            continue
-        cuda_ids = set(ident.findall(row["cuda_expr"]))
-        hip_ids = set(ident.findall(row["hip_expr"]))
-        tokens |= cuda_ids ^ hip_ids
-    return tokens
+        if row["key"] and row["key"].partition(".")[0] not in HOST_SPACES:
+            cuda_ids |= set(ident.findall(row["cuda_expr"]))
+            hip_ids |= set(ident.findall(row["hip_expr"]))
+    return (cuda_ids ^ hip_ids) - _C_WORDS

@@ -5,7 +5,7 @@ import torch
 
 from .. import backends
 from ..build import build
-from ..device import current_stream, device_target
+from ..device import current_device, current_stream, device_target
 from ..errors import InputError, LaunchError, TargetError
 from ..params import validate
 from ..render import render_template
@@ -31,19 +31,22 @@ class Launcher:
 
     def __call__(self, grid, block, smem, args):
         index = self.device_index
-        stream = current_stream(index)
         with self.packer.lock:
             params = self.packer.pack(args)
-            try:
-                if torch.cuda.current_device() == index:
-                    self.launch(grid, block, smem, stream, params)
-                else:
-                    with torch.cuda.device(index):
-                        self.launch(grid, block, smem, stream, params)
-            except LaunchError:
-                # a thread torch has not used yet has no current context: bind it and retry once
-                self.runtime.make_current(index)
-                self.launch(grid, block, smem, stream, params)
+            if current_device() != index:
+                with torch.cuda.device(index):
+                    self._launch(grid, block, smem, params)
+            else:
+                self._launch(grid, block, smem, params)
+
+    def _launch(self, grid, block, smem, params):
+        stream = current_stream(self.device_index)
+        try:
+            self.launch(grid, block, smem, stream, params)
+        except LaunchError:
+            # a thread torch has not used yet has no current context: bind it and retry once
+            self.runtime.make_current(self.device_index)
+            self.launch(grid, block, smem, stream, params)
 
 
 class Kernel:

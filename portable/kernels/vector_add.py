@@ -26,6 +26,7 @@ class VectorAdd(Kernel):
         super().__init__(target, **params)
         self.dtype = DTYPES[self.params["dtype"]]
         self._per_block = self.params["block"] * self.params["vecs"] * (16 // self.dtype.bytes)
+        self._block = (self.params["block"], 1, 1)
 
     def template_context(self, target):
         return {"dtype": self.dtype.name, "CTYPE": self.dtype.ctype, "ELEM_BYTES": self.dtype.bytes,
@@ -35,8 +36,8 @@ class VectorAdd(Kernel):
         return self.params["block"]
 
     def grid(self, n: int) -> int:
-        # one pass: every thread's VECS vectors; at least one block when a scalar tail exists
-        return max(1, -(-n // self._per_block))
+        """Blocks for one pass: each thread moves VECS vectors (the tail needs no extra block)."""
+        return -(-n // self._per_block)
 
     def check(self, a, b, out):
         """Every problem a launch would trip on, as an InputError naming the argument."""
@@ -59,13 +60,25 @@ class VectorAdd(Kernel):
         same_device(given)
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        self.check(a, b, out)
         if out is None:
+            self.check(a, b, None)
             out = torch.empty_like(a)
+        # Hot path: one expression over cheap attributes; when it fails, check() names the problem.
+        want = self.dtype.torch
+        try:
+            pa, pb, pc = a.data_ptr(), b.data_ptr(), out.data_ptr()
+            ok = (a.is_cuda and b.is_cuda and out.is_cuda and a.dtype is want and b.dtype is want
+                  and out.dtype is want and a.shape == b.shape == out.shape and not (pa | pb | pc) & 15
+                  and a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
+                  and a.get_device() == b.get_device() == out.get_device())
+        except (AttributeError, TypeError):
+            ok = False
+        if not ok:
+            self.check(a, b, out)
         n = a.numel()
         if n:
-            self.launcher(a)((self.grid(n), 1, 1), (self.params["block"], 1, 1), 0,
-                             (a.data_ptr(), b.data_ptr(), out.data_ptr(), n))
+            launcher = self._launchers.get(a.get_device()) or self.launcher(a)
+            launcher((self.grid(n), 1, 1), self._block, 0, (pa, pb, pc, n))
         return out
 
     # --- reference and cost model --------------------------------------------------
