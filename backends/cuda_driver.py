@@ -67,12 +67,14 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
     _check(cu.cuFuncSetAttribute(function, attr, nbytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
 
 
-def launcher(function):
-    """A launch function bound to `function`: (grid, block, smem, stream, params_address)."""
-    launch = _cu().cuLaunchKernel
+# The launch call itself, for the hot path in portable.kernels.base.Launcher:
+# LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)
+EXTRA = 0
 
-    def run(grid, block, smem, stream, params):
-        err = launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, params, 0)[0]
-        if err:
-            _check((err,), f"cuLaunchKernel(grid={grid}, block={block}, smem={smem})")
-    return run
+
+def launch_function():
+    return _cu().cuLaunchKernel
+
+
+def raise_for(err, what: str) -> None:
+    _check((err,), what)

@@ -65,12 +65,14 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
     mod.max_dynamic_smem_attr); the caller has already checked nbytes against the target."""
 
 
-def launcher(function):
-    """A launch function bound to `function`: (grid, block, smem, stream, params_address)."""
-    launch = _hip().hipModuleLaunchKernel
+# The launch call itself, for the hot path in portable.kernels.base.Launcher:
+# LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)
+EXTRA = None
 
-    def run(grid, block, smem, stream, params):
-        err = launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, params, None)[0]
-        if err:
-            _check((err,), f"hipModuleLaunchKernel(grid={grid}, block={block}, smem={smem})")
-    return run
+
+def launch_function():
+    return _hip().hipModuleLaunchKernel
+
+
+def raise_for(err, what: str) -> None:
+    _check((err,), what)

@@ -83,7 +83,13 @@ def launch_overhead() -> dict:
     raw(grid, block, (ca, cb, cout, n64))
     cupy.cuda.runtime.deviceSynchronize()
     assert torch.equal(out, a + b), "CuPy launch of the rendered source gave a wrong result"
-    result["cupy_us"] = per_call_us(lambda: raw(grid, block, (ca, cb, cout, n64)))
+    # the host is noisy: alternate the two, 1000 calls each, and take medians of each and of the ratio
+    ours, theirs = [], []
+    for _ in range(15):
+        ours.append(per_call_us(lambda: k(a, b, out), calls=1000, repeats=1))
+        theirs.append(per_call_us(lambda: raw(grid, block, (ca, cb, cout, n64)), calls=1000, repeats=1))
+    result.update(portable_us=statistics.median(ours), cupy_us=statistics.median(theirs),
+                  ratio_median=statistics.median(o / t for o, t in zip(ours, theirs)), rounds=15)
     return result
 
 
@@ -102,18 +108,25 @@ def launch_breakdown() -> dict:
     args = (a.data_ptr(), b.data_ptr(), out.data_ptr(), n)
     grid, block = (k.grid(n), 1, 1), k._block
     params = L.packer.pack(args)
-    func = cu.cuModuleGetFunction(L.module, b"vector_add")[1]
+    func = L.function
     lib = ctypes.CDLL("libcuda.so.1")
     raw = lib.cuLaunchKernel
     raw.restype = ctypes.c_int
     raw.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
     fptr = int(func)
     stream = current_stream(0)
+    bare = ctypes.CDLL("libcuda.so.1").cuLaunchKernel      # no argtypes: arguments pre-wrapped
+    bare.restype = ctypes.c_int
+    cstream = cu.CUstream(stream)
+    fp, pp, sp = ctypes.c_void_p(fptr), ctypes.c_void_p(params), ctypes.c_void_p(stream)
     out_ = {
         "full_call_us": per_call_us(lambda: k(a, b, out)),
         "launcher_us": per_call_us(lambda: L(grid, block, 0, args)),
         "cuda_python_launch_us": per_call_us(lambda: cu.cuLaunchKernel(func, grid[0], 1, 1, block[0], 1, 1, 0, stream, params, 0)),
+        "cuda_python_cached_stream_us": per_call_us(lambda: cu.cuLaunchKernel(func, grid[0], 1, 1, block[0], 1, 1, 0, cstream, params, 0)),
         "ctypes_launch_us": per_call_us(lambda: raw(fptr, grid[0], 1, 1, block[0], 1, 1, 0, stream, params, None)),
+        "ctypes_prewrapped_us": per_call_us(lambda: bare(fp, grid[0], 1, 1, block[0], 1, 1, 0, sp, pp, None)),
+        "validation_us": per_call_us(lambda: k.check(a, b, out), calls=20000),
         "stream_lookup_us": per_call_us(lambda: current_stream(0), calls=20000),
         "pack_us": per_call_us(lambda: L.packer.pack(args), calls=20000),
         "data_ptr_x3_us": per_call_us(lambda: (a.data_ptr(), b.data_ptr(), out.data_ptr()), calls=20000),
@@ -171,7 +184,7 @@ def main() -> int:
             print(f"{r['impl']:<22}{dtype:<10}{r['median_us']:>9.1f}{r['tbps']:>8.3f}{r['tbps'] / base:>8.3f}"
                   f"{r['tbps'] / copy:>7.3f}  {r.get('ok', '')}")
     L = log["launch"]
-    cupy_ratio = f"{L['portable_us'] / L['cupy_us']:.2f}x CuPy" if L.get("cupy_us") else "CuPy missing"
+    cupy_ratio = f"median ratio {L['ratio_median']:.2f}x CuPy over {L['rounds']} alternating rounds" if L.get("cupy_us") else "CuPy missing"
     print(f"launch overhead per call (n=4096): portable {L['portable_us']:.2f} us, CuPy RawKernel "
           f"{L['cupy_us'] or float('nan'):.2f} us, torch.add {L['torch_add_us']:.2f} us  -> {cupy_ratio}")
     print("host time per call by part: " + ", ".join(f"{k[:-3]} {v:.2f}" for k, v in log["launch_breakdown"].items()) + " (us)")

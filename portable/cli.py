@@ -87,7 +87,7 @@ def format_report(rows: list[dict]) -> str:
         flat.append(r)
     cols = ["target", "kernel", "compiler", "registers", "sgprs", "spill_bytes", "stack_bytes", "smem_bytes",
             "occupancy", "ld128/st128", "matrix", "error"]
-    df = pd.DataFrame(flat)
+    df = pd.DataFrame(flat, dtype=object)     # object: ints stay ints beside error rows
     return df[[c for c in cols if c in df.columns]].fillna("-").to_string(index=False)
 
 

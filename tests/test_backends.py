@@ -40,7 +40,7 @@ def test_load_get_launch_in_the_same_order(backend, fake_name, monkeypatch):
     monkeypatch.setattr(backend, fake_name, lambda: fake)
     module = backend.load(b"CODE", 0)
     function = backend.get_function(module, "vector_add")
-    backend.launcher(function)((3, 1, 1), (256, 1, 1), 0, 1234, 5678)
+    backend.launch_function()(function, 3, 1, 1, 256, 1, 1, 0, 1234, 5678, backend.EXTRA)
     names = [n for n, _ in fake.calls]
     launch = names[-1]
     assert launch in ("cuLaunchKernel", "hipModuleLaunchKernel")
@@ -56,9 +56,10 @@ def test_load_get_launch_in_the_same_order(backend, fake_name, monkeypatch):
 def test_launch_failure_raises_with_the_call_named(backend, fake_name, launch, monkeypatch):
     fake = Recorder(fail={launch})
     monkeypatch.setattr(backend, fake_name, lambda: fake)
-    run = backend.launcher("<f>")
-    with pytest.raises(LaunchError, match=rf"{launch}\(grid=\(3, 1, 1\), block=\(64, 1, 1\), smem=0\) failed.*boom"):
-        run((3, 1, 1), (64, 1, 1), 0, 0, 0)
+    err = backend.launch_function()("<f>", 3, 1, 1, 64, 1, 1, 0, 0, 0, backend.EXTRA)[0]
+    assert err == 7 and fake.calls[-1][0] == launch
+    with pytest.raises(LaunchError, match=r"launch of \(3, 1, 1\) failed: 7 \(boom\)"):
+        backend.raise_for(err, "launch of (3, 1, 1)")
 
 
 class FakeHiprtc:

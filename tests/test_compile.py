@@ -43,10 +43,10 @@ def test_missing_amd_compiler_is_named(monkeypatch):
     clang_amdgpu.clang_command.cache_clear()
     clang_amdgpu.version.cache_clear()
     try:
-        with pytest.raises(ToolchainMissing, match="clang for AMDGPU not found"):
-            clang_amdgpu.compile("", "gfx942")
+        with pytest.raises(ToolchainMissing, match=r"clang for AMDGPU not found \(/nonexistent/bin/clang\).*PORTABLE_AMD_CLANG"):
+            clang_amdgpu.version()
         ok, why = clang_amdgpu.available()
-        assert not ok and "PORTABLE_AMD_CLANG" in why
+        assert not ok and "portable[amd-offline]" in why
     finally:
         monkeypatch.delenv("PORTABLE_AMD_CLANG")
         clang_amdgpu.clang_command.cache_clear()

@@ -6,7 +6,7 @@ import torch
 from .. import backends
 from ..build import build
 from ..device import current_device, current_stream, device_target
-from ..errors import InputError, LaunchError, TargetError
+from ..errors import InputError, TargetError
 from ..params import validate
 from ..render import render_template
 from ..report import static_report
@@ -15,38 +15,45 @@ from ..backends.params import ParamPacker
 
 
 class Launcher:
-    """One kernel loaded on one device: packs arguments and launches on torch's current stream."""
+    """One kernel loaded on one device: packs arguments and launches on torch's current stream.
+
+    __call__ is the hot path of every kernel call: one frame, no allocation beyond the
+    driver binding's own."""
 
     def __init__(self, kernel: "Kernel", device_index: int):
         self.device_index = device_index
         target = device_target(device_index).name
         binary = kernel.binary(target, purpose="run")
-        self.runtime = backends.runtime_for(target)
-        self.module = self.runtime.load(binary.code, device_index)
-        function = self.runtime.get_function(self.module, kernel.ENTRY)
+        self.runtime = runtime = backends.runtime_for(target)
+        self.module = runtime.load(binary.code, device_index)
+        self.function = runtime.get_function(self.module, kernel.ENTRY)
         if kernel.DYNAMIC_SMEM:
-            self.runtime.set_max_dynamic_smem(function, kernel.dynamic_smem(target))
-        self.launch = self.runtime.launcher(function)
+            runtime.set_max_dynamic_smem(self.function, kernel.dynamic_smem(target))
+        self.raw_launch = runtime.launch_function()
+        self.extra = runtime.EXTRA
         self.packer = ParamPacker(kernel.SIGNATURE)
 
     def __call__(self, grid, block, smem, args):
-        index = self.device_index
-        with self.packer.lock:
-            params = self.packer.pack(args)
+        index, packer = self.device_index, self.packer
+        with packer.lock:
+            packer.pack(args)
             if current_device() != index:
                 with torch.cuda.device(index):
-                    self._launch(grid, block, smem, params)
-            else:
-                self._launch(grid, block, smem, params)
+                    return self.launch_checked(grid, block, smem)
+            err = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                  current_stream(index), packer.address, self.extra)[0]
+            if err:
+                # a thread torch has not used yet has no current context: bind it and retry once
+                self.runtime.make_current(index)
+                self.launch_checked(grid, block, smem)
 
-    def _launch(self, grid, block, smem, params):
-        stream = current_stream(self.device_index)
-        try:
-            self.launch(grid, block, smem, stream, params)
-        except LaunchError:
-            # a thread torch has not used yet has no current context: bind it and retry once
-            self.runtime.make_current(self.device_index)
-            self.launch(grid, block, smem, stream, params)
+    def launch_checked(self, grid, block, smem):
+        """The slow path (another device, a retry): same launch, error raised with the call named."""
+        index = self.device_index
+        err = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                              current_stream(index), self.packer.address, self.extra)[0]
+        if err:
+            self.runtime.raise_for(err, f"launch of {grid} x {block} (smem {smem}) on device {index}")
 
 
 class Kernel:
