@@ -76,5 +76,11 @@ def launch_function():
     return _cu().cuLaunchKernel
 
 
+def stream_handle(raw: int):
+    """torch's raw stream pointer as the binding's CUstream: passing the object instead of
+    an int saves cuda-python a conversion on every launch (about 1.6 us measured on H100)."""
+    return _cu().CUstream(raw)
+
+
 def raise_for(err, what: str) -> None:
     _check((err,), what)

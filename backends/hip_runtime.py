@@ -74,5 +74,10 @@ def launch_function():
     return _hip().hipModuleLaunchKernel
 
 
+def stream_handle(raw: int):
+    """hip-python takes the raw hipStream_t pointer value as it is."""
+    return raw
+
+
 def raise_for(err, what: str) -> None:
     _check((err,), what)

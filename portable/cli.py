@@ -7,7 +7,8 @@ import json
 import sys
 
 # Subcommands owned by other modules register themselves through add_cli(subparsers).
-_PLUGINS = ("portable.reference", "portable.audit", "portable.roofline", "portable.matrix")
+_PLUGINS = ("portable.reference", "portable.audit", "portable.roofline", "portable.matrix",
+            "portable.calibrate", "portable.bench")
 
 
 def _params(pairs: list[str]) -> dict:

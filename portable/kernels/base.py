@@ -32,6 +32,13 @@ class Launcher:
         self.raw_launch = runtime.launch_function()
         self.extra = runtime.EXTRA
         self.packer = ParamPacker(kernel.SIGNATURE)
+        self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
+
+    def stream(self):
+        raw = current_stream(self.device_index)
+        if raw != self._stream_raw:
+            self._stream_raw, self._stream = raw, self.runtime.stream_handle(raw)
+        return self._stream
 
     def __call__(self, grid, block, smem, args):
         index, packer = self.device_index, self.packer
@@ -40,8 +47,10 @@ class Launcher:
             if current_device() != index:
                 with torch.cuda.device(index):
                     return self.launch_checked(grid, block, smem)
+            raw = current_stream(index)
+            stream = self._stream if raw == self._stream_raw else self.stream()
             err = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                                  current_stream(index), packer.address, self.extra)[0]
+                                  stream, packer.address, self.extra)[0]
             if err:
                 # a thread torch has not used yet has no current context: bind it and retry once
                 self.runtime.make_current(index)
@@ -51,7 +60,7 @@ class Launcher:
         """The slow path (another device, a retry): same launch, error raised with the call named."""
         index = self.device_index
         err = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                              current_stream(index), self.packer.address, self.extra)[0]
+                              self.stream(), self.packer.address, self.extra)[0]
         if err:
             self.runtime.raise_for(err, f"launch of {grid} x {block} (smem {smem}) on device {index}")
 

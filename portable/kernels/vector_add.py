@@ -91,6 +91,34 @@ class VectorAdd(Kernel):
         """Minimum traffic: read a and b once, write c once; one add per element."""
         return {"flops": n, "bytes": 3 * n * self.dtype.bytes}
 
+    # --- benchmark face (portable bench) ---------------------------------------------
+    SHAPE_SETS = {
+        "default": [({"n": n}, {"dtype": d}) for d in ("float32", "bfloat16") for n in (1 << 20, 1 << 24, 1 << 28)],
+        "quick": [({"n": 1 << 20}, {"dtype": "float32"})],
+    }
+
+    def make_inputs(self, shape: dict, device: int):
+        n = shape["n"]
+        a, b = (torch.randn(n, device=f"cuda:{device}", dtype=self.dtype.torch) for _ in range(2))
+        return a, b, torch.full_like(a, float("nan"))
+
+    def run(self, inputs):
+        return self(*inputs)
+
+    def verify(self, inputs, out) -> tuple[bool, str]:
+        a, b, _ = inputs
+        ref = self.reference(a, b)
+        if torch.equal(out, ref if self.dtype.name == "float32" else a + b):
+            return True, ""
+        bad = (out != ref).sum().item()
+        return False, f"{bad} of {out.numel()} elements differ from the reference"
+
+    def peers(self) -> dict:
+        return {"torch.add": lambda inputs: torch.add(inputs[0], inputs[1], out=inputs[2])}
+
+    def cost_of(self, shape: dict) -> dict:
+        return {**self.cost(shape["n"]), "peak": "fp32"}
+
     def selftest(self, device: int, n: int = (1 << 24) + 3) -> dict:
         """Fresh random inputs, poisoned output, compare, then time: one line of `portable check`."""
         from ..timing import time_gpu
