@@ -43,11 +43,19 @@ def _e2m1_table(device) -> torch.Tensor:
     return torch.cat([mags, -mags])
 
 
+def pow2(e: torch.Tensor) -> torch.Tensor:
+    """2^e as fp32 for int32 e in [-149, 127], built from the bit pattern so it is exact on every
+    device (pow/exp2 on a GPU need not be). Below 2^-126 the value is a subnormal: one mantissa bit."""
+    e = e.to(torch.int32)
+    normal = ((e + 127).clamp(min=1) << 23)
+    subnormal = torch.ones_like(e) << (e + 149).clamp(0, 22)
+    return torch.where(e >= -126, normal, subnormal).view(torch.float32)
+
+
 def e8m0_to_float(scales: torch.Tensor) -> torch.Tensor:
     """E8M0 codes (uint8) -> fp32 scale values 2^(code-127); 0xFF -> NaN. Exact (2^-127 is an fp32 subnormal)."""
     _require_dtype("scales", scales, torch.uint8)
-    exps = scales.to(torch.int32) - E8M0_BIAS
-    values = torch.ldexp(torch.ones_like(exps, dtype=torch.float32), exps)
+    values = pow2(scales.to(torch.int32) - E8M0_BIAS)
     return torch.where(scales == E8M0_NAN, torch.full_like(values, float("nan")), values)
 
 
@@ -75,7 +83,7 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
     # Dividing by a power of two is exact unless the result underflows, and anything that
     # small rounds to 0 on the E2M1 grid anyway.
-    scaled = torch.ldexp(blocks, -shared.unsqueeze(-1))
+    scaled = blocks * pow2(-shared).unsqueeze(-1)
     nibbles = encode_e2m1(scaled).reshape(xf.shape)
     return pack_nibbles(nibbles), codes
 

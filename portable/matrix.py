@@ -27,6 +27,7 @@ from .results import label, load, roofline_position, validate
 CELL_FIELDS = ("status", "median_us", "achieved", "unit", "pct_of_roofline", "ceilings", "vs_best_peer",
                "best_peer", "params", "static", "error")
 KEEP_POLICIES = ("latest", "both")
+ABOVE_ROOF_PCT = 105         # beyond timing noise: worth a note
 ANY_SHAPE = "(any shape)"     # compile-only rows without a shape: the static report holds for every shape
 # Instruction classes worth naming in a cell: vector width and the matrix path taken.
 _NAMED_INSTRUCTIONS = ("global_load_128", "global_store_128", "hmma", "hgmma", "tcgen05", "block_scaled_mma",
@@ -182,10 +183,18 @@ def merge(results, keep: str = "latest") -> pd.DataFrame:
             if row_key not in order:
                 order.append(row_key)
     _spread_any_shape(cells, order)
+    kernels = list(dict.fromkeys(k for k, _ in order))
+    order.sort(key=lambda key: kernels.index(key[0]))          # a kernel's shapes together, bench order kept
+    for name in cells:
+        for (kernel, shape), cell in cells[name].items():
+            pct = cell["pct_of_roofline"]
+            if pct is not None and pct > ABOVE_ROOF_PCT:
+                notes.append(f"{name}: {kernel} {shape} reaches {pct:.0f}% of its roofline bound: the cost model "
+                             f"undercounts, a ceiling is too low, or a cache serves the data")
 
-    # Stable column order: devices before compile-only, each in target order.
+    # Column order: devices before compile-only, then target order, device name, newest first.
     rank = {t: i for i, t in enumerate(TARGET_COLUMNS)}
-    columns.sort(key=lambda c: (c[1][0] == "compile-only", rank.get(c[1][1], 99), c[0]))
+    columns.sort(key=lambda c: (c[1][0] == "compile-only", rank.get(c[1][1], 99), c[1][0], -c[2]["date"].timestamp()))
     names = [c[0] for c in columns]
     index = pd.MultiIndex.from_tuples(order, names=["kernel", "shape"]) if order else \
         pd.MultiIndex.from_tuples([], names=["kernel", "shape"])
@@ -272,12 +281,19 @@ def text_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _source_lines(frame: pd.DataFrame) -> list[str]:
-    lines = []
+    """One line per source file: the columns it fills, its date, commit and software."""
+    by_file: dict[str, list] = {}
     for name, info in frame.attrs.get("columns", {}).items():
+        by_file.setdefault(info["file"], [name, info])
+        if by_file[info["file"]][0] != name:
+            by_file[info["file"]][0] += f", {name}"
+    lines = []
+    for file, (names, info) in by_file.items():
         v = info["versions"]
-        compilers = ", ".join(f"{k} {v[k]}" for k in ("nvrtc", "hiprtc", "clang") if v.get(k))
-        lines.append(f"{name}: {info['file']}; date {info['date']}; commit {info['git_commit']}; "
-                     f"driver {info['driver'] or '-'}; torch {v.get('torch')}" + (f"; {compilers}" if compilers else ""))
+        software = ", ".join(f"{k} {v[k]}" for k in ("torch", "nvrtc", "hiprtc", "cuda-bindings", "hip-python")
+                             if v.get(k))
+        lines.append(f"{names}: {file}; date {info['date']}; commit {info['git_commit']}; "
+                     f"driver {info['driver'] or '-'}; {software}")
     return lines
 
 
