@@ -11,6 +11,8 @@ for step in "$@"; do
     tests)  python3 -m pytest -q -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15 ;;
     alltests) python3 -m pytest -q tests 2>&1 | tee "$OUT/pytest_all.log" | tail -15 ;;
     check)  portable check 2>&1 | tee "$OUT/check.log" | tail -12 ;;
+    calibrate) portable calibrate 2>&1 | tee "$OUT/calibrate.log" ;;
+    results) portable bench --out "$OUT/h100.json" 2>"$OUT/bench_progress.log" | tee "$OUT/bench.log" ;;
     *)      python3 "bench/$step.py" --out "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 ;;
   esac
 done
