@@ -38,9 +38,14 @@ _MIDPOINTS_TIE_UP = (0.75, 1.75, 3.5)           # between codes 1|2, 3|4, 5|6
 _QUANTIZABLE = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _e2m1_table(device) -> torch.Tensor:
+def _e2m1_byte_table(device) -> torch.Tensor:
+    """(256, 2) fp32: the (low nibble, high nibble) values of every byte. Looking bytes up in
+    it decodes two elements per index with int32 indices, which matters for expert weights of
+    a billion elements (int64 nibble indices would take 8 bytes per element)."""
     mags = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=device)
-    return torch.cat([mags, -mags])
+    codes = torch.cat([mags, -mags])
+    byte = torch.arange(256, device=device)
+    return torch.stack([codes[byte & 0xF], codes[byte >> 4]], dim=1)
 
 
 def pow2(e: torch.Tensor) -> torch.Tensor:
@@ -114,8 +119,10 @@ def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
 def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """packed uint8 (..., K/2) + E8M0 scales uint8 (..., K/32) -> values (..., K) in `dtype`.
 
-    Computed in fp32, where every E2M1 value times every E8M0 scale is exact; the cast to
-    bf16 is exact too (at most 2 significant bits), fp16 may under/overflow for extreme scales.
+    Computed in fp32, where every E2M1 value times every E8M0 scale is exact except at the very
+    top: 2^127 times an element >= 2 is beyond fp32 and becomes inf (no fp32 input quantizes to
+    such a scale: its block max would have to be >= 2^129). The cast to bf16 is exact too (at
+    most 2 significant bits); fp16 may under/overflow for extreme scales.
     """
     _require_dtype("packed", packed, torch.uint8)
     _require_dtype("scales", scales, torch.uint8)
@@ -124,8 +131,8 @@ def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dt
         raise InputError(f"scales: expected shape {(*packed.shape[:-1], k // MX_BLOCK)} (one per {MX_BLOCK} "
                          f"elements of packed's {k} = 2 x {packed.shape[-1]}; packed's last dim must be a "
                          f"multiple of {MX_BLOCK // 2}), got {tuple(scales.shape)}")
-    values = _e2m1_table(packed.device)[unpack_nibbles(packed).long()]
-    values = values.reshape(*scales.shape, MX_BLOCK) * e8m0_to_float(scales).unsqueeze(-1)
+    values = _e2m1_byte_table(packed.device)[packed.to(torch.int32)]       # (..., K/2, 2)
+    values = values.reshape(*scales.shape, MX_BLOCK).mul_(e8m0_to_float(scales).unsqueeze(-1))
     return values.reshape(*packed.shape[:-1], k).to(dtype)
 
 
