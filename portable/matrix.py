@@ -1,6 +1,7 @@
 """`portable matrix`: result files from several machines merged into one table.
 
-Rows are kernel x shape, columns are device / target (a compile-only file gives one column per
+Rows are kernel x shape x params (params apart: a bf16 and an fp32 variant of one shape are
+different work), columns are device / target (a compile-only file gives one column per
 target it compiled for). Each cell holds the median time, the achieved TB/s or TFLOP/s (the
 one that bounds the kernel), the percentage of the roofline bound, and the ratio to the best
 peer measured on that device in the same run.
@@ -24,8 +25,9 @@ import pandas as pd
 from .data import TARGET_COLUMNS
 from .results import label, load, roofline_position, validate
 
+INDEX = ["kernel", "shape", "params"]
 CELL_FIELDS = ("status", "median_us", "achieved", "unit", "pct_of_roofline", "ceilings", "vs_best_peer",
-               "best_peer", "params", "static", "error")
+               "best_peer", "static", "error")
 KEEP_POLICIES = ("latest", "both")
 ABOVE_ROOF_PCT = 105         # beyond timing noise: worth a note
 ANY_SHAPE = "(any shape)"     # compile-only rows without a shape: the static report holds for every shape
@@ -105,8 +107,7 @@ def static_summary(static: dict | None) -> str:
 
 def _cell(row: dict, env: dict) -> dict:
     cell = dict.fromkeys(CELL_FIELDS)
-    cell.update(status=row["status"], median_us=row["median_us"], params=label(row["params"]),
-                static=static_summary(row.get("static")), error=row.get("error"))
+    cell.update(status=row["status"], median_us=row["median_us"], static=static_summary(row.get("static")), error=row.get("error"))
     position = roofline_position(row, env)
     if position:
         memory = position["bound"] == "memory"
@@ -120,15 +121,15 @@ def _cell(row: dict, env: dict) -> dict:
 
 
 def _pick(rows: list[dict]) -> dict:
-    """Several rows for one kernel x shape in one column (a params sweep): the fastest ok row,
-    else the first row (its failure then shows)."""
+    """Several rows for one kernel x shape x params in one column (a repeated case): the fastest
+    ok row, else the first row (its failure then shows)."""
     timed = [r for r in rows if r["status"] == "ok" and r["median_us"]]
     return min(timed, key=lambda r: r["median_us"]) if timed else rows[0]
 
 
 # --- merge -----------------------------------------------------------------------------------
 def merge(results, keep: str = "latest") -> pd.DataFrame:
-    """One table from result files (paths or dicts). Index (kernel, shape); columns
+    """One table from result files (paths or dicts). Index (kernel, shape, params); columns
     (column, field) with column 'device / target' and field one of CELL_FIELDS.
     attrs['notes']: what was dropped, chosen or differs; attrs['columns']: each column's file,
     date, commit and software."""
@@ -138,75 +139,16 @@ def merge(results, keep: str = "latest") -> pd.DataFrame:
     if not sources:
         raise ValueError("results: expected at least one result file, got none")
     notes = [CELL_LEGEND]
+    columns = _assign_columns(sources, keep, notes)
+    order, cells = _collect_cells(columns, notes)
 
-    # Which files want which column.
-    wanted: dict[tuple, dict[int, list]] = {}
-    for i, src in enumerate(sources):
-        for row in src["result"]["rows"]:
-            wanted.setdefault(_column_key(src["env"], row), {}).setdefault(i, []).append(row)
-
-    # One file per column, or each with its own dated column: never two files in one column.
-    columns: list[tuple[str, tuple, dict, list]] = []       # (name, key, source, rows)
-    for key, by_source in wanted.items():
-        ranked = sorted(by_source, key=lambda i: (sources[i]["date"], sources[i]["order"]), reverse=True)
-        name = _column_name(key)
-        if len(ranked) == 1:
-            columns.append((name, key, sources[ranked[0]], by_source[ranked[0]]))
-            continue
-        newest = sources[ranked[0]]
-        if keep == "latest":
-            columns.append((name, key, newest, by_source[ranked[0]]))
-            for i in ranked[1:]:
-                old = sources[i]
-                notes.append(f"{name}: dropped {old['label']} (date {old['env']['date']}): {newest['label']} "
-                             f"(date {newest['env']['date']}) is newer; {_software_diff(old['env'], newest['env'])}")
-        else:
-            for i in ranked:
-                src = sources[i]
-                columns.append((f"{name} @{src['env']['date']}", key, src, by_source[i]))
-            notes.append(f"{name}: {len(ranked)} files, each shown in its own column marked with its date "
-                         f"({'; '.join(sources[i]['label'] for i in ranked)})")
-
-    # Cells, keyed by (kernel, shape label); first appearance fixes the row order.
-    order: list[tuple[str, str]] = []
-    cells: dict[str, dict[tuple, dict]] = {}
-    for name, key, src, rows in columns:
-        groups: dict[tuple, list] = {}
-        for row in rows:
-            groups.setdefault((row["kernel"], label(row["shape"]) or ANY_SHAPE), []).append(row)
-        for row_key, group in groups.items():
-            chosen = _pick(group)
-            if len(group) > 1:
-                notes.append(f"{name}: {row_key[0]} {row_key[1]}: best of {len(group)} params variants "
-                             f"({label(chosen['params']) or 'no params'})")
-            cells.setdefault(name, {})[row_key] = _cell(chosen, src["env"])
-            if row_key not in order:
-                order.append(row_key)
-    _spread_any_shape(cells, order)
-    kernels = list(dict.fromkeys(k for k, _ in order))
-    order.sort(key=lambda key: kernels.index(key[0]))          # a kernel's shapes together, bench order kept
-    for name in cells:
-        for (kernel, shape), cell in cells[name].items():
-            pct = cell["pct_of_roofline"]
-            if pct is not None and pct > ABOVE_ROOF_PCT:
-                notes.append(f"{name}: {kernel} {shape} reaches {pct:.0f}% of its roofline bound: the cost model "
-                             f"undercounts, a ceiling is too low, or a cache serves the data")
-
-    # Column order: devices before compile-only, then target order, device name, newest first.
-    rank = {t: i for i, t in enumerate(TARGET_COLUMNS)}
-    columns.sort(key=lambda c: (c[1][0] == "compile-only", rank.get(c[1][1], 99), c[1][0], -c[2]["date"].timestamp()))
     names = [c[0] for c in columns]
-    index = pd.MultiIndex.from_tuples(order, names=["kernel", "shape"]) if order else \
-        pd.MultiIndex.from_tuples([], names=["kernel", "shape"])
-    frame = pd.DataFrame(index=index, columns=pd.MultiIndex.from_product([names, CELL_FIELDS],
-                                                                          names=["column", "field"]), dtype=object)
-    for name in names:
-        for row_key, cell in cells.get(name, {}).items():
-            for field in CELL_FIELDS:
-                frame.loc[row_key, (name, field)] = cell[field]
-
-    commits = {}
-    for name, key, src, _ in columns:
+    index = pd.MultiIndex.from_tuples(order, names=INDEX) if order else pd.MultiIndex.from_arrays([[]] * 3, names=INDEX)
+    data = [[cells.get(name, {}).get(key, {}).get(field) for name in names for field in CELL_FIELDS] for key in order]
+    frame = pd.DataFrame(data, index=index, dtype=object,
+                         columns=pd.MultiIndex.from_product([names, CELL_FIELDS], names=["column", "field"]))
+    commits: dict[str, list] = {}
+    for name, _, src, _ in columns:
         commits.setdefault(src["env"]["git_commit"], []).append(name)
     if len(commits) > 1:
         notes.append("columns come from different portable commits: " +
@@ -214,23 +156,83 @@ def merge(results, keep: str = "latest") -> pd.DataFrame:
     frame.attrs["notes"] = notes
     frame.attrs["columns"] = {name: {"file": src["label"], "date": src["env"]["date"],
                                      "git_commit": src["env"]["git_commit"], "driver": src["env"]["driver"],
-                                     "versions": src["env"]["versions"]} for name, key, src, _ in columns}
+                                     "versions": src["env"]["versions"]} for name, _, src, _ in columns}
     return frame
 
 
+def _assign_columns(sources: list, keep: str, notes: list) -> list[tuple[str, tuple, dict, list]]:
+    """(name, key, source, rows) per column: one file per column, or with keep='both' each file
+    in its own dated column; never two files in one column. Ordered devices first, then
+    compile-only, each by target, device name, newest first."""
+    wanted: dict[tuple, dict[int, list]] = {}
+    for i, src in enumerate(sources):
+        for row in src["result"]["rows"]:
+            wanted.setdefault(_column_key(src["env"], row), {}).setdefault(i, []).append(row)
+    columns = []
+    for key, by_source in wanted.items():
+        ranked = sorted(by_source, key=lambda i: (sources[i]["date"], sources[i]["order"]), reverse=True)
+        name, newest = _column_name(key), sources[ranked[0]]
+        if len(ranked) == 1 or keep == "latest":
+            columns.append((name, key, newest, by_source[ranked[0]]))
+            for i in ranked[1:]:
+                old = sources[i]
+                notes.append(f"{name}: dropped {old['label']} (date {old['env']['date']}): {newest['label']} "
+                             f"(date {newest['env']['date']}) is newer; {_software_diff(old['env'], newest['env'])}")
+            continue
+        used = set()
+        for n, i in enumerate(ranked, start=1):
+            dated = f"{name} @{sources[i]['env']['date']}"
+            dated = dated if dated not in used else f"{dated} ({n})"     # two files with one date
+            used.add(dated)
+            columns.append((dated, key, sources[i], by_source[i]))
+        notes.append(f"{name}: {len(ranked)} files, each shown in its own column marked with its date "
+                     f"({'; '.join(sources[i]['label'] for i in ranked)})")
+    rank = {t: i for i, t in enumerate(TARGET_COLUMNS)}
+    columns.sort(key=lambda c: (c[1][0] == "compile-only", rank.get(c[1][1], 99), c[1][0], -c[2]["date"].timestamp()))
+    return columns
+
+
+def _collect_cells(columns: list, notes: list) -> tuple[list, dict]:
+    """Row keys (kernel, shape, params labels) in bench order, a kernel's rows together, and
+    column name -> row key -> cell."""
+    order: list[tuple[str, str, str]] = []
+    cells: dict[str, dict[tuple, dict]] = {}
+    for name, _, src, rows in columns:
+        groups: dict[tuple, list] = {}
+        for row in rows:
+            groups.setdefault((row["kernel"], label(row["shape"]) or ANY_SHAPE, label(row["params"])), []).append(row)
+        for row_key, group in groups.items():
+            if len(group) > 1:
+                notes.append(f"{name}: {' '.join(filter(None, row_key))}: {len(group)} rows in one file; "
+                             f"the fastest ok one is shown")
+            cells.setdefault(name, {})[row_key] = _cell(_pick(group), src["env"])
+            if row_key not in order:
+                order.append(row_key)
+    _spread_any_shape(cells, order)
+    kernels = list(dict.fromkeys(key[0] for key in order))
+    order.sort(key=lambda key: kernels.index(key[0]))
+    for name, by_key in cells.items():
+        for row_key, cell in by_key.items():
+            pct = cell["pct_of_roofline"]
+            if pct is not None and pct > ABOVE_ROOF_PCT:
+                notes.append(f"{name}: {' '.join(filter(None, row_key))} reaches {pct:.0f}% of its roofline bound: "
+                             f"the cost model undercounts, a ceiling is too low, or a cache serves the data")
+    return order, cells
+
+
 def _spread_any_shape(cells: dict, order: list) -> None:
-    """A compile-only row without a shape holds for every shape of its kernel that another
-    column measured; it stays a row of its own only when no column has shapes for the kernel."""
-    for kernel in {k for k, s in order if s == ANY_SHAPE}:
-        shaped = [key for key in order if key[0] == kernel and key[1] != ANY_SHAPE]
+    """A compile-only row without a shape holds for every shape of its kernel and params that
+    another column measured; it stays a row of its own only when there is no such shape."""
+    for kernel, _, params in [key for key in order if key[1] == ANY_SHAPE]:
+        shaped = [key for key in order if key[0] == kernel and key[2] == params and key[1] != ANY_SHAPE]
         if not shaped:
             continue
         for column_cells in cells.values():
-            cell = column_cells.pop((kernel, ANY_SHAPE), None)
+            cell = column_cells.pop((kernel, ANY_SHAPE, params), None)
             if cell:
                 for key in shaped:
                     column_cells.setdefault(key, cell)
-        order.remove((kernel, ANY_SHAPE))
+        order.remove((kernel, ANY_SHAPE, params))
 
 
 # --- output ----------------------------------------------------------------------------------
@@ -272,12 +274,13 @@ def cell_text(cell: dict) -> str:
 def text_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with one text cell per column (what Markdown and HTML show)."""
     names = list(dict.fromkeys(frame.columns.get_level_values("column")))
-    out = pd.DataFrame(index=frame.index, columns=names, dtype=object)
-    for name in names:
-        sub = frame[name]
-        for key in frame.index:
-            out.loc[key, name] = cell_text(sub.loc[key].to_dict())
-    return out
+    rows = []
+    for values in frame.itertuples(index=False, name=None):
+        per_column: dict[str, dict] = {}
+        for (name, field), value in zip(frame.columns, values):
+            per_column.setdefault(name, {})[field] = value
+        rows.append([cell_text(per_column[name]) for name in names])
+    return pd.DataFrame(rows, index=frame.index, columns=names, dtype=object)
 
 
 def _source_lines(frame: pd.DataFrame) -> list[str]:
@@ -290,7 +293,7 @@ def _source_lines(frame: pd.DataFrame) -> list[str]:
     lines = []
     for file, (names, info) in by_file.items():
         v = info["versions"]
-        software = ", ".join(f"{k} {v[k]}" for k in ("torch", "nvrtc", "hiprtc", "cuda-bindings", "hip-python")
+        software = ", ".join(f"{k} {v[k]}" for k in ("torch", "compiler", "nvrtc", "hiprtc", "cuda-bindings", "hip-python")
                              if v.get(k))
         lines.append(f"{names}: {file}; date {info['date']}; commit {info['git_commit']}; "
                      f"driver {info['driver'] or '-'}; {software}")
@@ -299,11 +302,11 @@ def _source_lines(frame: pd.DataFrame) -> list[str]:
 
 def to_markdown(frame: pd.DataFrame) -> str:
     table = text_table(frame)
-    header = ["kernel", "shape", *table.columns]
+    header = [*INDEX, *table.columns]
     esc = lambda s: str(s).replace("|", "\\|") or "-"           # noqa: E731 - a pipe would split the cell
     lines = ["| " + " | ".join(map(esc, header)) + " |", "|" + "---|" * len(header)]
-    for (kernel, shape), row in table.iterrows():
-        lines.append("| " + " | ".join(esc(v) for v in (kernel, shape, *row.tolist())) + " |")
+    for row_key, row in table.iterrows():
+        lines.append("| " + " | ".join(esc(v) for v in (*row_key, *row.tolist())) + " |")
     lines += ["", "Notes:", *[f"- {n}" for n in frame.attrs.get("notes", [])],
               "", "Columns:", *[f"- {s}" for s in _source_lines(frame)]]
     return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ import functools
 
 import jinja2
 
-from .data import templates_dir
+from .data import mapping_dir, templates_dir
 from .dialect import dialect_for
 from .targets import get_target
 
@@ -22,10 +22,17 @@ def environment() -> jinja2.Environment:
     )
 
 
+@functools.cache
+def dialect_prelude(dialect: str) -> str:
+    """mapping/prelude/<dialect>.h: the few helpers whose bodies are vendor code (inline PTX,
+    clang builtins). They live with the mapping, so templates stay vendor-free."""
+    return (mapping_dir() / "prelude" / f"{dialect}.h").read_text()
+
+
 def render_template(template: str, target_name: str, params: dict) -> str:
     """Render `template` with the target's dialect and already validated parameters."""
     target = get_target(target_name)
     context = dict(dialect_for(target.name))
-    context.update(target=target, WARP=target.wave)
+    context.update(target=target, WARP=target.wave, dialect_prelude=dialect_prelude(target.dialect))
     context.update(params)
     return environment().get_template(template).render(**context)

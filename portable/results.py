@@ -23,7 +23,6 @@ import os
 import platform
 import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 
 SCHEMA = "portable.results/1"
@@ -274,14 +273,15 @@ def save(result: dict, path) -> Path:
     validate(result)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    # open() (not mkstemp) so the file gets the umask's permissions: result files are shared
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(result, f, indent=1, sort_keys=False)
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
