@@ -75,6 +75,8 @@ def test_non_editable_install_finds_templates_and_mapping(tmp_path):
                     "--target", str(target), str(repo)], check=True, capture_output=True, cwd=tmp_path)
     code = ("import portable, portable.data as d; print(d.templates_dir()); "
             "print(len(portable.render('vector_add', target='gfx950')))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                         cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}).stdout
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
     assert str(target) in out.splitlines()[0] and int(out.splitlines()[1]) > 500
