@@ -84,12 +84,13 @@ def launch_overhead() -> dict:
     cupy.cuda.runtime.deviceSynchronize()
     assert torch.equal(out, a + b), "CuPy launch of the rendered source gave a wrong result"
     # the host is noisy: alternate the two, 1000 calls each, and take medians of each and of the ratio
-    ours, theirs = [], []
-    for _ in range(15):
-        ours.append(per_call_us(lambda: k(a, b, out), calls=1000, repeats=1))
-        theirs.append(per_call_us(lambda: raw(grid, block, (ca, cb, cout, n64)), calls=1000, repeats=1))
+    ours, theirs, rounds = [], [], 41
+    for _ in range(rounds):
+        ours.append(per_call_us(lambda: k(a, b, out), calls=300, repeats=1))
+        theirs.append(per_call_us(lambda: raw(grid, block, (ca, cb, cout, n64)), calls=300, repeats=1))
     result.update(portable_us=statistics.median(ours), cupy_us=statistics.median(theirs),
-                  ratio_median=statistics.median(o / t for o, t in zip(ours, theirs)), rounds=15)
+                  ratio_median=statistics.median(o / t for o, t in zip(ours, theirs)), rounds=rounds,
+                  portable_rounds_us=ours, cupy_rounds_us=theirs)
     return result
 
 

@@ -64,21 +64,22 @@ class VectorAdd(Kernel):
         if out is None:
             self.check(a, b, None)
             out = torch.empty_like(a)
-        # Hot path: one expression over cheap attributes; when it fails, check() names the problem.
+        # Hot path: one expression over cheap attributes (get_device() is -1 on the CPU, so it
+        # also checks "on a GPU"); when it fails, check() names the problem.
         want = self.dtype.torch
         try:
             pa, pb, pc = a.data_ptr(), b.data_ptr(), out.data_ptr()
-            ok = (a.is_cuda and b.is_cuda and out.is_cuda and a.dtype is want and b.dtype is want
-                  and out.dtype is want and a.shape == b.shape == out.shape and not (pa | pb | pc) & 15
-                  and a.is_contiguous() and b.is_contiguous() and out.is_contiguous()
-                  and a.get_device() == b.get_device() == out.get_device())
+            dev = a.get_device()
+            ok = (dev >= 0 and b.get_device() == dev and out.get_device() == dev and a.dtype is want
+                  and b.dtype is want and out.dtype is want and a.shape == b.shape == out.shape
+                  and not (pa | pb | pc) & 15 and a.is_contiguous() and b.is_contiguous() and out.is_contiguous())
         except (AttributeError, TypeError):
             ok = False
         if not ok:
             self.check(a, b, out)
         n = a.numel()
         if n:
-            launcher = self._launchers.get(a.get_device()) or self.launcher(a)
+            launcher = self._launchers.get(dev) or self.launcher(a)
             launcher((self.grid(n), 1, 1), self._block, 0, (pa, pb, pc, n))
         return out
 
