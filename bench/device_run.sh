@@ -3,6 +3,8 @@
 # run the GPU tests, the benchmarks and the main job; logs land in $OUT.
 set -o pipefail
 export PYTHONUNBUFFERED=1
+# the tree travels without .git: the caller passes the commit as the first argument "commit=HASH"
+case "${1:-}" in commit=*) export PORTABLE_GIT_COMMIT="${1#commit=}"; shift ;; esac
 OUT=${OUT:-/tmp/portable-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"

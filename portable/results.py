@@ -61,7 +61,10 @@ def software_versions() -> dict:
 
 def git_commit() -> str:
     """HEAD of the checkout this package runs from, '+dirty' when files differ; 'unknown' outside git.
-    --no-optional-locks: reading must never write the index (other people share the checkout)."""
+    --no-optional-locks: reading must never write the index (other people share the checkout).
+    A copy of the tree without .git (e.g. shipped to a GPU machine) names it in $PORTABLE_GIT_COMMIT."""
+    if os.environ.get("PORTABLE_GIT_COMMIT"):
+        return os.environ["PORTABLE_GIT_COMMIT"]
     root = Path(__file__).resolve().parent.parent
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,

@@ -6,9 +6,16 @@ import statistics
 import torch
 
 
+# GPU cycles to spin before each timed call (~100 us on a 2 GHz clock): the host enqueues the
+# start event, the call and the end event while the GPU is still busy, so a small kernel's
+# time is its own and not the host's launch overhead.
+SPIN_CYCLES = 200_000
+
+
 def time_gpu(fn, warmup: int = 5, repeats: int = 50, rotate=None) -> dict:
     """Time `fn()` with events around each call. `rotate(i)` runs before call i, outside the
     timed region (e.g. to switch input sets so the L2 does not flatter the result)."""
+    spin = getattr(torch.cuda, "_sleep", None)
     for i in range(warmup):
         if rotate:
             rotate(i)
@@ -19,6 +26,8 @@ def time_gpu(fn, warmup: int = 5, repeats: int = 50, rotate=None) -> dict:
     for i in range(repeats):
         if rotate:
             rotate(i)
+        if spin:
+            spin(SPIN_CYCLES)
         starts[i].record()
         fn()
         ends[i].record()
