@@ -33,6 +33,8 @@ class Launcher:
         self.extra = runtime.EXTRA
         self.packer = ParamPacker(kernel.SIGNATURE)
         self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
+        # with one GPU the current device is always this one: skip asking on every call
+        self.check_device = torch.cuda.device_count() > 1
 
     def stream(self):
         raw = current_stream(self.device_index)
@@ -44,7 +46,7 @@ class Launcher:
         index, packer = self.device_index, self.packer
         with packer.lock:
             packer.pack(args)
-            if current_device() != index:
+            if self.check_device and current_device() != index:
                 with torch.cuda.device(index):
                     return self.launch_checked(grid, block, smem)
             raw = current_stream(index)

@@ -80,7 +80,7 @@ class VectorAdd(Kernel):
         n = a.numel()
         if n:
             launcher = self._launchers.get(dev) or self.launcher(a)
-            launcher((self.grid(n), 1, 1), self._block, 0, (pa, pb, pc, n))
+            launcher((-(-n // self._per_block), 1, 1), self._block, 0, (pa, pb, pc, n))   # = self.grid(n)
         return out
 
     # --- reference and cost model --------------------------------------------------
