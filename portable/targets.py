@@ -33,7 +33,7 @@ def all_targets() -> dict[str, Target]:
     data = load_toml("targets.toml")
     out = {}
     for name, row in data.items():
-        if name == "instruction_classes":
+        if "vendor" not in row:          # instruction_classes, tiling: not targets
             continue
         out[name] = Target(name=name, vendor=row["vendor"], dialect=row["dialect"], wave=row["wave"],
                            limits=row, features=tuple(row.get("features", ())))
@@ -56,6 +56,11 @@ def resolve_targets(spec: str) -> list[Target]:
 
 def instruction_classes(vendor: str) -> dict[str, str]:
     return load_toml("targets.toml")["instruction_classes"][vendor]
+
+
+def tiling(kernel: str, target: str) -> dict:
+    """Per-target tile sizes a kernel's template takes (targets.toml [tiling.KERNEL.TARGET])."""
+    return dict(load_toml("targets.toml").get("tiling", {}).get(kernel, {}).get(target, {}))
 
 
 def target_for_arch(arch: str) -> Target:

@@ -7,3 +7,53 @@ __device__ __forceinline__ unsigned f32x2_to_bf16x2_rn(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+
+// ---- warp-level matrix multiply: mma.sync m16n8k16, bf16 in, fp32 accumulate ----
+// A 16x16 tile, B 16x8, C 16x8 per instruction; 32 lanes. g = lane / 4, t = lane % 4.
+// A regs: (g, 2t..2t+1) (g+8, 2t..) (g, 2t+8..) (g+8, 2t+8..); B regs: (k 2t..2t+1, n g) (k 2t+8.., n g)
+// C: v[0..1] = (g, 2t..2t+1), v[2..3] = (g+8, 2t..2t+1).
+struct frag_a { unsigned x[4]; };
+struct frag_b { unsigned x[2]; };
+struct frag_c { float v[4]; };
+
+__device__ __forceinline__ unsigned mma_lane() { return threadIdx.x & 31u; }
+__device__ __forceinline__ frag_c mma_zero() { frag_c c; c.v[0] = c.v[1] = c.v[2] = c.v[3] = 0.f; return c; }
+// row / column inside the 16 x 8 C tile of accumulator element i (0..3) held by this lane
+__device__ __forceinline__ int mma_c_row(int i) { return (int)(mma_lane() >> 2) + 8 * (i >> 1); }
+__device__ __forceinline__ int mma_c_col(int i) { return 2 * (int)(mma_lane() & 3u) + (i & 1); }
+
+// A stored row-major [m][k] (bf16 bits), leading dimension ld elements; rows 0..15, cols k0..k0+15
+__device__ __forceinline__ frag_a mma_load_a(const unsigned short* s, int ld, int k0) {
+    const int g = mma_lane() >> 2, t = mma_lane() & 3;
+    const unsigned short* p = s + g * ld + k0 + 2 * t;
+    frag_a a;
+    a.x[0] = *reinterpret_cast<const unsigned*>(p);
+    a.x[1] = *reinterpret_cast<const unsigned*>(p + 8 * ld);
+    a.x[2] = *reinterpret_cast<const unsigned*>(p + 8);
+    a.x[3] = *reinterpret_cast<const unsigned*>(p + 8 * ld + 8);
+    return a;
+}
+// B stored as [n][k] (each output column's K values contiguous): cols n0..n0+7, k0..k0+15
+__device__ __forceinline__ frag_b mma_load_b_nk(const unsigned short* s, int ld, int n0, int k0) {
+    const int g = mma_lane() >> 2, t = mma_lane() & 3;
+    const unsigned short* p = s + (n0 + g) * ld + k0 + 2 * t;
+    frag_b b;
+    b.x[0] = *reinterpret_cast<const unsigned*>(p);
+    b.x[1] = *reinterpret_cast<const unsigned*>(p + 8);
+    return b;
+}
+// B stored as [k][n] (row-major K x N): cols n0..n0+7, k0..k0+15
+__device__ __forceinline__ frag_b mma_load_b_kn(const unsigned short* s, int ld, int k0, int n0) {
+    const int g = mma_lane() >> 2, t = mma_lane() & 3;
+    const unsigned short* p = s + (k0 + 2 * t) * ld + n0 + g;
+    frag_b b;
+    b.x[0] = (unsigned)p[0] | ((unsigned)p[ld] << 16);
+    b.x[1] = (unsigned)p[8 * ld] | ((unsigned)p[9 * ld] << 16);
+    return b;
+}
+__device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_b& b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
+                 : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
+}

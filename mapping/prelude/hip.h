@@ -7,3 +7,40 @@ __device__ __forceinline__ unsigned f32x2_to_bf16x2_rn(float lo, float hi) {
     return (unsigned)__builtin_bit_cast(unsigned short, (__bf16)lo)
          | ((unsigned)__builtin_bit_cast(unsigned short, (__bf16)hi) << 16);
 }
+
+// ---- wave-level matrix multiply: v_mfma_f32_16x16x16_bf16, fp32 accumulate ----
+// A 16x16, B 16x16, C 16x16 per instruction; 64 lanes. q = lane / 16, r = lane % 16.
+// A: lane holds A[r][4q..4q+3]; B: lane holds B[4q..4q+3][r]; C: lane holds C[4q+i][r], i = 0..3.
+typedef short mma_bf16x4 __attribute__((ext_vector_type(4)));
+typedef float mma_f32x4 __attribute__((ext_vector_type(4)));
+struct frag_a { mma_bf16x4 x; };
+struct frag_b { mma_bf16x4 x; };
+struct frag_c { mma_f32x4 v; };
+
+__device__ __forceinline__ unsigned mma_lane() { return __lane_id(); }
+__device__ __forceinline__ frag_c mma_zero() { frag_c c; c.v = (mma_f32x4){0.f, 0.f, 0.f, 0.f}; return c; }
+__device__ __forceinline__ int mma_c_row(int i) { return 4 * (int)(mma_lane() >> 4) + i; }
+__device__ __forceinline__ int mma_c_col(int i) { return (int)(mma_lane() & 15u); }
+
+__device__ __forceinline__ frag_a mma_load_a(const unsigned short* s, int ld, int k0) {
+    const int q = mma_lane() >> 4, r = mma_lane() & 15;
+    frag_a a;
+    a.x = *reinterpret_cast<const mma_bf16x4*>(s + r * ld + k0 + 4 * q);
+    return a;
+}
+__device__ __forceinline__ frag_b mma_load_b_nk(const unsigned short* s, int ld, int n0, int k0) {
+    const int q = mma_lane() >> 4, r = mma_lane() & 15;
+    frag_b b;
+    b.x = *reinterpret_cast<const mma_bf16x4*>(s + (n0 + r) * ld + k0 + 4 * q);
+    return b;
+}
+__device__ __forceinline__ frag_b mma_load_b_kn(const unsigned short* s, int ld, int k0, int n0) {
+    const int q = mma_lane() >> 4, r = mma_lane() & 15;
+    const unsigned short* p = s + (k0 + 4 * q) * ld + n0 + r;
+    frag_b b;
+    b.x = (mma_bf16x4){(short)p[0], (short)p[ld], (short)p[2 * ld], (short)p[3 * ld]};
+    return b;
+}
+__device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_b& b) {
+    c.v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, c.v, 0, 0, 0);
+}

@@ -1,4 +1,5 @@
 """Kernel registry: name -> Python face (template, parameters, checks, reference, cost)."""
+from .mla_decode import MLADecode
 from .vector_add import VectorAdd
 
-KERNELS = {k.NAME: k for k in (VectorAdd,)}
+KERNELS = {k.NAME: k for k in (VectorAdd, MLADecode)}

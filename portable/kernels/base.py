@@ -22,7 +22,7 @@ class Launcher:
 
     def __init__(self, kernel: "Kernel", device_index: int):
         self.device_index = device_index
-        target = device_target(device_index).name
+        self.target = target = device_target(device_index).name
         binary = kernel.binary(target, purpose="run")
         self.runtime = runtime = backends.runtime_for(target)
         self.module = runtime.load(binary.code, device_index)
@@ -32,6 +32,9 @@ class Launcher:
         self.raw_launch = runtime.launch_function()
         self.extra = runtime.EXTRA
         self.packer = ParamPacker(kernel.SIGNATURE)
+        # further kernels of the same module (e.g. a combine step): name -> (function, packer)
+        self.others = {name: (runtime.get_function(self.module, name), ParamPacker(kinds))
+                       for name, kinds in kernel.OTHER_ENTRIES.items()}
         self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
         # with one GPU the current device is always this one: skip asking on every call
         self.check_device = torch.cuda.device_count() > 1
@@ -58,6 +61,17 @@ class Launcher:
                 self.runtime.make_current(index)
                 self.launch_checked(grid, block, smem)
 
+    def launch_other(self, name: str, grid, block, smem, args):
+        """Launch another kernel of the module (not the hot path: errors are checked by name)."""
+        function, packer = self.others[name]
+        with packer.lock:
+            packer.pack(args)
+            with torch.cuda.device(self.device_index):
+                err = self.raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                      self.stream(), packer.address, self.extra)[0]
+        if err:
+            self.runtime.raise_for(err, f"launch of {name} {grid} x {block} on device {self.device_index}")
+
     def launch_checked(self, grid, block, smem):
         """The slow path (another device, a retry): same launch, error raised with the call named."""
         index = self.device_index
@@ -74,6 +88,7 @@ class Kernel:
     ENTRY = ""
     PARAMS: dict = {}
     SIGNATURE: tuple = ()
+    OTHER_ENTRIES: dict = {}       # name -> argument kinds, for modules with more than one kernel
     DYNAMIC_SMEM = False
 
     def __init__(self, target: str | None = None, **params):

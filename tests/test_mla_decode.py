@@ -1,0 +1,66 @@
+"""mla_decode without a GPU: five-target compile with matrix instructions, the work plan."""
+import pytest
+
+import portable
+from portable.backends import clang_amdgpu, nvrtc
+from portable.kernels.mla_decode import MLADecode
+
+from conftest import toolchain_or_skip
+
+
+@pytest.mark.parametrize("target", portable.targets())
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
+def test_compiles_with_matrix_instructions_and_no_spills(target, fmt):
+    toolchain_or_skip((nvrtc if target.startswith("sm_") else clang_amdgpu).available())
+    r = portable.load("mla_decode", kv_format=fmt).report(target)
+    instr = r["instructions"]
+    if target.startswith("sm_"):
+        assert instr["hmma"] > 0, instr
+    else:
+        assert instr["mfma"] > 0, instr
+    assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0 and instr["local_memory"] == 0, r
+    assert r["smem_bytes"] <= portable.get_target(target).smem_per_block
+
+
+def covered(items, token_chunks, qo, kvp, heads, m_tile):
+    """Every (token, head group) row sees exactly its visible KV range, split into its chunks."""
+    seen = {}
+    for b, i, head0, lo, hi, chunk, _, _ in items:
+        seen.setdefault((qo[b] + i, head0), []).append((lo, hi, chunk))
+    for b in range(len(qo) - 1):
+        n, L = qo[b + 1] - qo[b], kvp[b + 1] - kvp[b]
+        for i in range(n):
+            vis = max(0, L - (n - 1 - i))
+            for head0 in range(0, heads, m_tile):
+                ranges = sorted(seen.pop((qo[b] + i, head0)))
+                assert len(ranges) == token_chunks[qo[b] + i]
+                assert ranges[0][0] == 0 and ranges[-1][1] == vis
+                assert all(a[1] == c[0] for a, c in zip(ranges, ranges[1:]))
+                assert [c for _, _, c in ranges] == ([-1] if len(ranges) == 1 else list(range(len(ranges))))
+    assert not seen
+
+
+@pytest.mark.parametrize("lens,q_len,heads", [([8192], 1, 16), ([1, 63, 64, 65, 4097, 8192, 0], 4, 128),
+                                              ([512] * 300, 1, 16), ([0, 0], 2, 32)])
+def test_plan_covers_every_row_once(lens, q_len, heads):
+    qo = [i * q_len for i in range(len(lens) + 1)]
+    kvp = [0]
+    for L in lens:
+        kvp.append(kvp[-1] + L)
+    k = MLADecode()
+    items, chunks = k.plan(qo, kvp, heads, "sm_90a", sms=132)
+    covered(items, chunks, qo, kvp, heads, 16)
+    if lens == [8192]:
+        assert max(chunks) > 1          # one long sequence is split across the GPU
+
+
+def test_plan_refuses_heads_that_do_not_tile():
+    with pytest.raises(portable.InputError, match="multiple of 16"):
+        MLADecode().plan([0, 1], [0, 5], 8, "sm_90a", 132)
+
+
+def test_cost_model_by_hand():
+    # B=128, L=8192, h=16 bf16: 128 * 8192 * 1152 bytes of KV + q and out and lse
+    c = MLADecode().cost_of({"B": 128, "L": 8192, "q_len": 1, "h": 16})
+    assert c["bytes"] == 128 * 8192 * 1152 + 128 * 16 * (576 * 2 + 512 * 2 + 4)
+    assert c["flops"] == 2 * 16 * (576 + 512) * 128 * 8192
