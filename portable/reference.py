@@ -1,0 +1,196 @@
+"""`portable ref`: the CUDA<->HIP mapping table as a porting cheat-sheet.
+
+The rows are the very ones the renderer reads (mapping/cuda_hip/*.csv), so an answer here is
+what the templates use. A query that names a row (a whole CUDA or HIP cell, a row key, or the
+first name in a cell) answers with that row, followed by the rows that mention the name; so a
+HIP name finds the row of its CUDA name and the other way round. Otherwise every row that
+mentions the query answers: as a name in any case, a substring of a cell, or a word of a note
+(`e4m3fnuz`). A query that matches nothing gets the nearest names, never an empty screen.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import re
+import shutil
+import sys
+import textwrap
+
+import pandas as pd
+
+from .data import TARGET_COLUMNS, load_table
+from .errors import InputError
+from .targets import get_target
+
+COLUMNS = ("category", "cuda", "hip", *TARGET_COLUMNS, "note", "source", "key", "file")
+AVAILABLE = ("yes", "emulated", "partial")          # what a --target filter keeps
+FORMATS = ("table", "json", "csv")
+
+# Match tiers, best first. A name the row is about (a whole cell, or the first name in a cell)
+# brings the rows that merely mention it along; without one, every row that mentions the query
+# anywhere (cells, then notes) answers; without that, the nearest names do.
+EXACT, MENTION, ANY_CASE, SUBSTRING, NOTE, NEAREST = "exact", "mentions", "any case", "substring", "note", "nearest"
+_NEAREST_COUNT = 8
+
+# Names inside a cell: C identifiers, PTX mnemonics (wgmma.fence), special registers (%smid),
+# qualified names (cooperative_groups::this_grid).
+_TOKEN = re.compile(r"[%A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z0-9_]+)*")
+
+
+@functools.cache
+def table() -> pd.DataFrame:
+    """Every row of the mapping table, in file order."""
+    return pd.DataFrame(list(load_table()), columns=COLUMNS).fillna("")
+
+
+def categories() -> list[str]:
+    return sorted(set(table()["category"]))
+
+
+def tokens(cell: str) -> set[str]:
+    """The names a cell spells, with their dotted / qualified parts: 'threadIdx.x' gives
+    {'threadIdx.x', 'threadIdx'}; 'cooperative_groups::this_grid' also gives 'this_grid'."""
+    out = set()
+    for tok in _TOKEN.findall(cell):
+        out.add(tok)
+        out.update(p for p in re.split(r"\.|::", tok) if len(p) > 1)
+    return out
+
+
+def lookup(query: str | None = None, category: str | None = None, target: str | None = None) -> pd.DataFrame:
+    """Rows matching `query` (CUDA or HIP spelling, key, or a word of a note), optionally
+    only in `category` and only those available on `target` (yes, emulated or partial).
+
+    The result has the table's columns plus `match`, the tier that found each row."""
+    rows = _filter(table(), category, target)
+    if query is None or not str(query).strip():
+        return rows.assign(match="")
+    query = str(query).strip()
+    hits = _matches(rows, query)
+    if not hits:
+        return _nearest(rows, query).reset_index(drop=True)
+    found = rows.loc[[label for label, _ in hits]].assign(match=[tier for _, tier in hits])
+    return found.reset_index(drop=True)
+
+
+def _filter(rows: pd.DataFrame, category: str | None, target: str | None) -> pd.DataFrame:
+    if category:
+        wanted = category.strip().lower()
+        names = [c for c in categories() if c.lower() == wanted] or \
+                [c for c in categories() if c.lower().startswith(wanted)]
+        if not names:
+            raise InputError(f"category: unknown category {category!r}; expected one of {', '.join(categories())}")
+        rows = rows[rows["category"].isin(names)]
+    if target:
+        name = get_target(target).name                    # raises naming the argument
+        rows = rows[rows[name].isin(AVAILABLE)]
+    return rows
+
+
+def _matches(rows: pd.DataFrame, query: str) -> list[tuple]:
+    """(row label, tier) pairs, best tier first, table order within a tier."""
+    low = query.lower()
+    tiers: dict[str, list] = {EXACT: [], MENTION: [], ANY_CASE: [], SUBSTRING: [], NOTE: []}
+    for label, row in rows.iterrows():
+        cells = (row["cuda"], row["hip"])
+        leading = {next(iter(_TOKEN.findall(c)), "") for c in cells}
+        toks = tokens(row["cuda"]) | tokens(row["hip"])
+        if query in cells or query == row["key"] or query in leading:
+            tiers[EXACT].append(label)
+        elif query in toks:
+            tiers[MENTION].append(label)
+        elif low in {t.lower() for t in toks}:
+            tiers[ANY_CASE].append(label)
+        elif any(low in c.lower() for c in cells):
+            tiers[SUBSTRING].append(label)
+        elif low in row["note"].lower() or low in row["key"].lower():
+            tiers[NOTE].append(label)
+    keep = (EXACT, MENTION) if tiers[EXACT] else (MENTION, ANY_CASE, SUBSTRING, NOTE)
+    return [(label, tier) for tier in keep for label in tiers[tier]]
+
+
+def _nearest(rows: pd.DataFrame, query: str) -> pd.DataFrame:
+    """Rows holding the names closest to `query` (difflib ratio, case-insensitive)."""
+    vocab: dict[str, list] = {}
+    for label, row in rows.iterrows():
+        for tok in tokens(row["cuda"]) | tokens(row["hip"]):
+            vocab.setdefault(tok.lower(), []).append(label)
+    close = difflib.get_close_matches(query.lower(), list(vocab), n=_NEAREST_COUNT, cutoff=0.0)
+    labels: list = []
+    for tok in close:
+        labels += [lab for lab in vocab[tok] if lab not in labels]
+    return rows.loc[labels[:_NEAREST_COUNT]].assign(match=NEAREST)
+
+
+# ---------------------------------------------------------------- output
+
+_SHORT = {"yes": "yes", "no": "no", "emulated": "emu", "partial": "part"}
+
+
+def format_table(found: pd.DataFrame, width: int | None = None) -> str:
+    """A plain-text table with wrapped cells: category, CUDA, HIP, one column per target, note, row."""
+    width = width or _width()
+    heads = ("category", "CUDA", "HIP", *[t.replace("sm_", "") for t in TARGET_COLUMNS], "note", "row")
+    fixed = [13, 0, 0, 4, 4, 4, 6, 6, 0, 0]
+    fixed[9] = max([len("row")] + [len(f) for f in found["file"]])
+    rest = width - sum(fixed) - 2 * (len(heads) - 1)
+    fixed[1] = fixed[2] = max(18, rest * 3 // 10)
+    fixed[8] = max(20, rest - fixed[1] - fixed[2])
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, fixed)).rstrip(),
+             "  ".join("-" * w for w in fixed)]
+    for _, row in found.iterrows():
+        cells = (row["category"], row["cuda"], row["hip"], *[_SHORT.get(row[t], row[t]) for t in TARGET_COLUMNS],
+                 row["note"], row["file"])
+        wrapped = [textwrap.wrap(str(c), w, break_long_words=True, break_on_hyphens=False) or [""]
+                   for c, w in zip(cells, fixed)]
+        for i in range(max(len(w) for w in wrapped)):
+            lines.append("  ".join((w[i] if i < len(w) else "").ljust(fw) for w, fw in zip(wrapped, fixed)).rstrip())
+        if any(len(w) > 1 for w in wrapped):
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _width() -> int:
+    # piped output (README, CI logs) gets a fixed, comfortable width
+    return shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
+
+
+def render(found: pd.DataFrame, fmt: str, query: str | None = None, width: int | None = None,
+           scope: str = "") -> str:
+    """`found` as text: a table with a one-line heading, JSON records, or CSV."""
+    if fmt not in FORMATS:
+        raise InputError(f"format: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt == "json":
+        return json.dumps(found.to_dict(orient="records"), indent=2) + "\n"
+    if fmt == "csv":
+        return found.to_csv(index=False)
+    if query and len(found) and found["match"].iloc[0] == NEAREST:
+        head = f"no row spells {query!r}{scope}; nearest names:"
+    else:
+        counts = found["match"].value_counts(sort=False)
+        tiers = f" ({', '.join(f'{k}: {v}' for k, v in counts.items())})" if query else ""
+        head = f"{len(found)} row(s)" + (f" for {query!r}" if query else "") + scope + tiers
+    return head + "\n\n" + (format_table(found, width) if len(found) else "no rows\n")
+
+
+# ---------------------------------------------------------------- command line
+
+def cmd_ref(args) -> int:
+    query = " ".join(args.query) if args.query else None
+    found = lookup(query, category=args.category, target=args.target)
+    scope = (f" in category {args.category!r}" if args.category else "") + \
+            (f" available on {args.target}" if args.target else "")
+    sys.stdout.write(render(found, args.format, query, width=args.width, scope=scope))
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("ref", help="look up a CUDA or HIP name in the porting table",
+                              description="Look up CUDA <-> HIP spellings with per-target availability and notes.")
+    p.add_argument("query", nargs="*", help="a CUDA or HIP name, PTX instruction, or word of a note (e.g. __shfl_xor_sync, e4m3fnuz)")
+    p.add_argument("--category", help=f"only this category (or prefix): {', '.join(categories())}")
+    p.add_argument("--target", help="only rows available (yes, emulated, partial) on this target")
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--width", type=int, help="table width in characters (default: the terminal's, or 160 when piped)")
+    p.set_defaults(func=cmd_ref)
