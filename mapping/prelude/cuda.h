@@ -22,33 +22,37 @@ __device__ __forceinline__ frag_c mma_zero() { frag_c c; c.v[0] = c.v[1] = c.v[2
 __device__ __forceinline__ int mma_c_row(int i) { return (int)(mma_lane() >> 2) + 8 * (i >> 1); }
 __device__ __forceinline__ int mma_c_col(int i) { return 2 * (int)(mma_lane() & 3u) + (i & 1); }
 
-// A stored row-major [m][k] (bf16 bits), leading dimension ld elements; rows 0..15, cols k0..k0+15
-__device__ __forceinline__ frag_a mma_load_a(const unsigned short* s, int ld, int k0) {
-    const int g = mma_lane() >> 2, t = mma_lane() & 3;
-    const unsigned short* p = s + g * ld + k0 + 2 * t;
-    frag_a a;
-    a.x[0] = *reinterpret_cast<const unsigned*>(p);
-    a.x[1] = *reinterpret_cast<const unsigned*>(p + 8 * ld);
-    a.x[2] = *reinterpret_cast<const unsigned*>(p + 8);
-    a.x[3] = *reinterpret_cast<const unsigned*>(p + 8 * ld + 8);
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
     return a;
 }
-// B stored as [n][k] (each output column's K values contiguous): cols n0..n0+7, k0..k0+15
+// A stored row-major [m][k] (bf16 bits), leading dimension ld elements; rows 0..15, cols k0..k0+15.
+// ldmatrix.x4: lanes 0-15 address rows 0-15 at k0, lanes 16-31 the same rows at k0 + 8.
+__device__ __forceinline__ frag_a mma_load_a(const unsigned short* s, int ld, int k0) {
+    const int l = mma_lane();
+    frag_a a;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(a.x[0]), "=r"(a.x[1]), "=r"(a.x[2]), "=r"(a.x[3])
+                 : "r"(smem_addr(s + (l & 15) * ld + k0 + (l >> 4) * 8)));
+    return a;
+}
+// B stored as [n][k] (each output column's K values contiguous): cols n0..n0+7, k0..k0+15.
+// ldmatrix.x2: lanes 0-7 address rows n0..n0+7 at k0, lanes 8-15 at k0 + 8.
 __device__ __forceinline__ frag_b mma_load_b_nk(const unsigned short* s, int ld, int n0, int k0) {
-    const int g = mma_lane() >> 2, t = mma_lane() & 3;
-    const unsigned short* p = s + (n0 + g) * ld + k0 + 2 * t;
+    const int l = mma_lane() & 15;
     frag_b b;
-    b.x[0] = *reinterpret_cast<const unsigned*>(p);
-    b.x[1] = *reinterpret_cast<const unsigned*>(p + 8);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(b.x[0]), "=r"(b.x[1]) : "r"(smem_addr(s + (n0 + (l & 7)) * ld + k0 + (l >> 3) * 8)));
     return b;
 }
-// B stored as [k][n] (row-major K x N): cols n0..n0+7, k0..k0+15
+// B stored as [k][n] (row-major K x N): cols n0..n0+7, k0..k0+15. ldmatrix.x2.trans: lanes 0-15
+// address rows k0..k0+15 at n0; the transpose hands each lane (k 2t..2t+1, n g).
 __device__ __forceinline__ frag_b mma_load_b_kn(const unsigned short* s, int ld, int k0, int n0) {
-    const int g = mma_lane() >> 2, t = mma_lane() & 3;
-    const unsigned short* p = s + (k0 + 2 * t) * ld + n0 + g;
+    const int l = mma_lane() & 15;
     frag_b b;
-    b.x[0] = (unsigned)p[0] | ((unsigned)p[ld] << 16);
-    b.x[1] = (unsigned)p[8 * ld] | ((unsigned)p[9 * ld] << 16);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(b.x[0]), "=r"(b.x[1]) : "r"(smem_addr(s + (k0 + l) * ld + n0)));
     return b;
 }
 __device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_b& b) {

@@ -65,8 +65,9 @@ class MLADecode(Kernel):
 
     def dynamic_smem(self, target):
         t = self.tiles(target)
-        m, kt = 16 * t["row_groups"], t["kv_tile"]
-        return m * (D + 8) * 2 + kt * (D + 8) * 2 + m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
+        m, kt, warps = 16 * t["row_groups"], t["kv_tile"], t["warps"]
+        ksplit = max(1, warps // (kt // get_target(target).mma_shape[1]))   # S partial sums (template KSPLIT)
+        return m * (D + 8) * 2 + kt * (D + 8) * 2 + ksplit * m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
 
     # --- call ---------------------------------------------------------------------
     def check(self, q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale):
