@@ -8,6 +8,13 @@ __device__ __forceinline__ unsigned f32x2_to_bf16x2_rn(float lo, float hi) {
     return r;
 }
 
+// 2^x on the special-function unit (MUFU.EX2, ~2 ulp, flushes denormals; 2^-inf = 0).
+__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // ---- warp-level matrix multiply: mma.sync m16n8k16, bf16 in, fp32 accumulate ----
 // A 16x16 tile, B 16x8, C 16x8 per instruction; 32 lanes. g = lane / 4, t = lane % 4.
 // A regs: (g, 2t..2t+1) (g+8, 2t..) (g, 2t+8..) (g+8, 2t+8..); B regs: (k 2t..2t+1, n g) (k 2t+8.., n g)
