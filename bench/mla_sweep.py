@@ -33,6 +33,7 @@ def main():
                 k = portable.load("mla_decode", kv_format=fmt, kv_tile=kv_tile, row_groups=rg, warps=warps)
                 try:
                     inputs = inputs or k.make_inputs(shape, 0)
+                    inputs["plan"] = k.plan(inputs["qo_indptr"], inputs["kv_indptr"], shape["h"])   # per tiling
                     ok, detail = k.verify(inputs, k.run(inputs))
                     t = time_gpu(lambda: k.run(inputs), repeats=20)["median_us"]
                 except portable.PortableError as e:

@@ -48,7 +48,7 @@ def test_plan_covers_every_row_once(lens, q_len, heads):
     for L in lens:
         kvp.append(kvp[-1] + L)
     k = MLADecode()
-    items, chunks = k.plan(qo, kvp, heads, "sm_90a", sms=132)
+    items, chunks = k.work_list(qo, kvp, heads, "sm_90a", sms=132)
     covered(items, chunks, qo, kvp, heads, 16)
     if lens == [8192]:
         assert max(chunks) > 1          # one long sequence is split across the GPU
@@ -56,7 +56,7 @@ def test_plan_covers_every_row_once(lens, q_len, heads):
 
 def test_plan_refuses_heads_that_do_not_tile():
     with pytest.raises(portable.InputError, match="multiple of 16"):
-        MLADecode().plan([0, 1], [0, 5], 8, "sm_90a", 132)
+        MLADecode().work_list([0, 1], [0, 5], 8, "sm_90a", 132)
 
 
 def test_cost_model_by_hand():

@@ -61,3 +61,17 @@ def test_errors_before_launch():
     odd = make_mla_inputs([10], 1, 8, "bf16", device="cuda")
     with pytest.raises(portable.InputError, match="multiple of 16"):
         mla(**odd)
+
+
+def test_plan_is_reused_across_calls_and_checked():
+    inputs = make_mla_inputs([100, 5000], 2, 32, "fp8", device="cuda")
+    mla = portable.load("mla_decode", kv_format="fp8")
+    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
+    planned = mla(**inputs, plan=plan)
+    assert torch.equal(planned, mla(**inputs))            # same work list either way
+    assert torch.equal(planned, mla(**inputs, plan=plan))
+    with pytest.raises(portable.InputError, match="as planned"):
+        mla(**dict(inputs, q=inputs["q"][:, :16].contiguous()), plan=plan)
+    other = portable.load("mla_decode", kv_format="fp8", kv_tile=32, warps=4)
+    with pytest.raises(portable.InputError, match="plan: built for tiling"):
+        other(**inputs, plan=plan)

@@ -10,6 +10,7 @@ the two indptr arrays on the host (one small copy when they live on the GPU).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -23,6 +24,22 @@ D, DV = 576, 512
 ROW_BYTES = {"bf16": 1152, "fp8": 576, "mxfp4": 288}
 KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.uint8}
 LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class MLAPlan:
+    """One batch layout's work list, on the device (from MLADecode.plan)."""
+    work: torch.Tensor            # (n_items, 8) int32: b, query, head0, kv_lo, kv_hi, chunk, -, -
+    token_chunks: torch.Tensor    # (total_q,) int32: KV chunks per query token (combine reads it)
+    qo_indptr: torch.Tensor
+    kv_indptr: torch.Tensor
+    n_items: int
+    chunks: int
+    total_q: int
+    heads: int
+    batch: int
+    device_index: int
+    tiles: dict = field(hash=False)
 
 
 class MLADecode(Kernel):
@@ -88,7 +105,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_scale: expected a float32 tensor holding the per-tensor scale, got {kv_scale.dtype}")
         return sm_scale
 
-    def plan(self, qo: list, kvp: list, heads: int, target: str, sms: int):
+    def work_list(self, qo: list, kvp: list, heads: int, target: str, sms: int):
         """Work items (b, query, head0, kv_lo, kv_hi, chunk) and chunks per token."""
         t = self.tiles(target)
         m_tile, kt = 16 * t["row_groups"], t["kv_tile"]
@@ -114,44 +131,98 @@ class MLADecode(Kernel):
                     items.append((b, i, g * m_tile, lo, min(v, lo + chunk_len), c if n > 1 else -1, 0, 0))
         return items, token_chunks
 
-    def __call__(self, q, kv, qo_indptr, kv_indptr, kv_scale=None, kv_indices=None, page_size: int = 1,
-                 sm_scale: float | None = None, return_lse: bool = False):
-        sm_scale = self.check(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
-        launcher = self.launcher(q)
-        dev = q.device
-        target = launcher.target
+    def plan(self, qo_indptr, kv_indptr, heads: int, device=None) -> "MLAPlan":
+        """Build the work list for one batch layout on the host (reads both indptr arrays: one
+        small device-to-host copy when they live on the GPU). Reuse it for every call with the
+        same layout, e.g. every layer of one decode step; planning is not part of the launch."""
+        for name, t in (("qo_indptr", qo_indptr), ("kv_indptr", kv_indptr)):
+            if not isinstance(t, torch.Tensor) or t.dtype is not torch.int32 or t.dim() != 1:
+                raise InputError(f"{name}: expected a 1-D int32 tensor of B+1 offsets")
+        device = torch.device(device) if device is not None else (
+            qo_indptr.device if qo_indptr.device.type == "cuda" else torch.device("cuda", torch.cuda.current_device()))
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        target = self.launcher_for(index).target
         qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
-        total_q, heads = q.shape[0], q.shape[1]
-        sms = torch.cuda.get_device_properties(dev).multi_processor_count
-        items, token_chunks = self.plan(qo, kvp, heads, target, sms)
+        if len(qo) != len(kvp):
+            raise InputError(f"kv_indptr: expected {len(qo)} entries like qo_indptr, got {len(kvp)}")
+        sms = torch.cuda.get_device_properties(index).multi_processor_count
+        items, token_chunks = self.work_list(qo, kvp, heads, target, sms)
+        return MLAPlan(
+            work=torch.tensor(items, dtype=torch.int32).reshape(-1, 8).to(device),
+            token_chunks=torch.tensor(token_chunks, dtype=torch.int32).to(device),
+            qo_indptr=qo_indptr.to(device), kv_indptr=kv_indptr.to(device),
+            n_items=len(items), chunks=max(token_chunks, default=1), total_q=qo[-1], heads=heads,
+            batch=len(qo) - 1, device_index=index, tiles=self.tiles(target))
+
+    def __call__(self, q, kv, qo_indptr, kv_indptr, kv_scale=None, kv_indices=None, page_size: int = 1,
+                 sm_scale: float | None = None, return_lse: bool = False, plan: "MLAPlan | None" = None):
+        """out (total_q, h, 512) bf16 [and lse (total_q, h) fp32]. Without `plan` the work list is
+        built on the spot (host work and a device sync per call): pass one from mla.plan(...)."""
+        if plan is None:
+            sm_scale = self.check(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
+            plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device)
+        else:
+            sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
+        launcher = self.launcher(q)
+        dev, target = q.device, launcher.target
+        total_q, heads = plan.total_q, plan.heads
         out = torch.empty(total_q, heads, DV, device=dev, dtype=torch.bfloat16)
         lse = torch.empty(total_q, heads, device=dev, dtype=torch.float32)
         if total_q == 0:
             return (out, lse) if return_lse else out
-        work = torch.tensor(items, dtype=torch.int32).to(dev, non_blocking=True)
-        chunks = max(token_chunks)
-        if chunks > 1:
-            partial_o = torch.empty(chunks, total_q, heads, DV, device=dev, dtype=torch.float32)
-            partial_ml = torch.empty(chunks, total_q, heads, 2, device=dev, dtype=torch.float32)
+        if plan.chunks > 1:
+            partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=torch.float32)
+            partial_ml = torch.empty(plan.chunks, total_q, heads, 2, device=dev, dtype=torch.float32)
         else:
             partial_o = partial_ml = out      # never written: every row has one chunk
-        kv_ptr_dev = kv_indptr.to(dev, non_blocking=True)
-        qo_ptr_dev = qo_indptr.to(dev, non_blocking=True)
         fmt = self.params["kv_format"]
         scales = kv_scale.data_ptr() if fmt == "mxfp4" else 0
         tensor_scale = kv_scale.data_ptr() if fmt == "fp8" else 0
         max_pages = kv_indices.shape[1] if kv_indices is not None else 0
-        args = (q.data_ptr(), kv.data_ptr(), scales, tensor_scale, kv_ptr_dev.data_ptr(),
-                kv_indices.data_ptr() if kv_indices is not None else 0, qo_ptr_dev.data_ptr(), work.data_ptr(),
+        args = (q.data_ptr(), kv.data_ptr(), scales, tensor_scale, plan.kv_indptr.data_ptr(),
+                kv_indices.data_ptr() if kv_indices is not None else 0, plan.qo_indptr.data_ptr(), plan.work.data_ptr(),
                 partial_o.data_ptr(), partial_ml.data_ptr(), out.data_ptr(), lse.data_ptr(),
                 heads, total_q, page_size, max_pages, sm_scale * LOG2E)
-        launcher((len(items), 1, 1), (self.block_threads(target), 1, 1), self.dynamic_smem(target), args)
-        if chunks > 1:
-            token_chunks_dev = torch.tensor(token_chunks, dtype=torch.int32).to(dev, non_blocking=True)
+        launcher((plan.n_items, 1, 1), (self.block_threads(target), 1, 1), self.dynamic_smem(target), args)
+        if plan.chunks > 1:
             launcher.launch_other("mla_combine", (total_q * heads, 1, 1), (128, 1, 1), 0,
-                                  (partial_o.data_ptr(), partial_ml.data_ptr(), token_chunks_dev.data_ptr(),
+                                  (partial_o.data_ptr(), partial_ml.data_ptr(), plan.token_chunks.data_ptr(),
                                    tensor_scale, out.data_ptr(), lse.data_ptr(), heads, total_q))
         return (out, lse) if return_lse else out
+
+    def launcher_for(self, index: int):
+        return self.launcher(torch.empty(0, device=f"cuda:{index}"))
+
+    def check_with_plan(self, q, kv, kv_scale, kv_indices, page_size, sm_scale, plan) -> float:
+        """The checks that need no host copy of the indptr arrays (the plan holds the layout)."""
+        if not isinstance(plan, MLAPlan):
+            raise InputError(f"plan: expected the result of mla.plan(...), got {type(plan).__name__}")
+        if plan.tiles != self.tiles(self.launcher(q).target):
+            raise InputError(f"plan: built for tiling {plan.tiles}, this kernel uses {self.tiles(self.launcher(q).target)}")
+        if not isinstance(q, torch.Tensor) or q.dtype is not torch.bfloat16 or tuple(q.shape) != (plan.total_q, plan.heads, D):
+            got = f"{q.dtype} {tuple(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+            raise InputError(f"q: expected bfloat16 ({plan.total_q}, {plan.heads}, {D}) as planned, got {got}")
+        fmt = self.params["kv_format"]
+        width = D // 2 if fmt == "mxfp4" else D
+        if not isinstance(kv, torch.Tensor) or kv.dtype is not KV_DTYPE[fmt] or kv.dim() != 2 or kv.shape[1] != width:
+            got = f"{kv.dtype} {tuple(kv.shape)}" if isinstance(kv, torch.Tensor) else type(kv).__name__
+            raise InputError(f"kv: expected {KV_DTYPE[fmt]} rows of shape (rows, {width}) for kv_format={fmt!r}, got {got}")
+        if fmt == "mxfp4" and (not isinstance(kv_scale, torch.Tensor) or kv_scale.dtype is not torch.uint8
+                               or tuple(kv_scale.shape) != (kv.shape[0], D // 32)):
+            raise InputError(f"kv_scale: expected uint8 E8M0 scales of shape {(kv.shape[0], D // 32)}")
+        if fmt == "fp8" and (not isinstance(kv_scale, torch.Tensor) or kv_scale.dtype is not torch.float32
+                             or kv_scale.numel() != 1):
+            raise InputError("kv_scale: expected a float32 tensor holding the one per-tensor scale")
+        if kv_indices is not None and (kv_indices.dtype is not torch.int32 or kv_indices.dim() != 2
+                                       or kv_indices.shape[0] != plan.batch or page_size < 1):
+            raise InputError(f"kv_indices: expected int32 (B={plan.batch}, max_pages) with page_size >= 1")
+        for name, t in [("q", q), ("kv", kv)] + ([("kv_scale", kv_scale)] if isinstance(kv_scale, torch.Tensor) else []) \
+                + ([("kv_indices", kv_indices)] if kv_indices is not None else []):
+            if t.device.type != "cuda" or t.device.index != plan.device_index:
+                raise InputError(f"{name}: expected a tensor on cuda:{plan.device_index} (the plan's device), got {t.device}")
+            if not t.is_contiguous():
+                raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
+        return 1 / math.sqrt(D) if sm_scale is None else float(sm_scale)
 
     # --- reference, cost and benchmark face -------------------------------------------
     reference = staticmethod(ref.mla_reference)
@@ -166,19 +237,21 @@ class MLADecode(Kernel):
     }
 
     def make_inputs(self, shape: dict, device: int):
-        return ref.make_mla_inputs([shape["L"]] * shape["B"], shape["q_len"], shape["h"], self.params["kv_format"],
-                                   seed=torch.seed() % (1 << 31), device=f"cuda:{device}")
+        """Fresh random inputs and their plan (planning is per batch layout, not per launch)."""
+        inputs = ref.make_mla_inputs([shape["L"]] * shape["B"], shape["q_len"], shape["h"], self.params["kv_format"],
+                                     seed=torch.seed() % (1 << 31), device=f"cuda:{device}")
+        return {**inputs, "plan": self.plan(inputs["qo_indptr"], inputs["kv_indptr"], shape["h"])}
 
     def run(self, inputs):
         return self(**inputs, return_lse=True)
 
     def verify(self, inputs, result) -> tuple[bool, str]:
         out, lse = result
-        want_out, want_lse = ref.mla_reference(**inputs)
+        want_out, want_lse = ref.mla_reference(**_unplanned(inputs))
         return compare(out, lse, want_out, want_lse)
 
     def peers(self) -> dict:
-        return {"torch bf16 bmm-softmax-bmm": lambda inputs: ref.mla_torch_bf16(**inputs)}
+        return {"torch bf16 bmm-softmax-bmm": lambda inputs: ref.mla_torch_bf16(**_unplanned(inputs))}
 
     def cost_of(self, shape: dict) -> dict:
         B, L, n = shape["B"], shape["L"], shape["q_len"]
@@ -194,6 +267,10 @@ class MLADecode(Kernel):
         median_us = time_gpu(lambda: self.run(inputs))["median_us"]
         return {"ok": ok, "shape": "B16 L4097 q2", "median_us": median_us,
                 "tbps": self.cost_of(shape)["bytes"] / median_us / 1e6, "detail": detail}
+
+
+def _unplanned(inputs: dict) -> dict:
+    return {k: v for k, v in inputs.items() if k != "plan"}
 
 
 def compare(out, lse, want_out, want_lse, atol: float = 1e-2, rtol_l2: float = 1e-2) -> tuple[bool, str]:
