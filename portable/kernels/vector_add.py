@@ -116,7 +116,14 @@ class VectorAdd(Kernel):
         return False, f"{bad} of {out.numel()} elements differ from the reference"
 
     def peers(self) -> dict:
-        return {"torch.add": lambda inputs: torch.add(inputs[0], inputs[1], out=inputs[2])}
+        peers = {"torch.add": lambda inputs: torch.add(inputs[0], inputs[1], out=inputs[2])}
+        try:
+            import cupy
+        except ImportError:            # CuPy is optional: a peer where installed
+            return peers
+        if self.dtype.name == "float32":   # CuPy has no bfloat16 dtype
+            peers["cupy.add"] = lambda inputs: cupy.add(*(cupy.asarray(t) for t in inputs[:2]), out=cupy.asarray(inputs[2]))
+        return peers
 
     def cost_of(self, shape: dict) -> dict:
         return {**self.cost(shape["n"]), "peak": "fp32"}
