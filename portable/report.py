@@ -51,21 +51,20 @@ def occupancy_amd(target, vgprs: int, smem: int, block: int) -> float:
 def static_report(binary, kernel: str, block: int, dynamic_smem: int = 0) -> dict:
     """One row: the numbers a kernel engineer reads before a profile."""
     target = get_target(binary.target)
+    res = (binary.meta.get("kernels", {}) if target.vendor == "nvidia" else _amd_kernels(binary.asm)).get(kernel)
+    if not res:
+        raise PortableError(f"static report: kernel {kernel!r} not found in the {binary.target} binary")
     if target.vendor == "nvidia":
-        res = binary.meta.get("kernels", {}).get(kernel, {})
         regs, smem = res.get("registers", 0), res.get("smem_bytes", 0) + dynamic_smem
         # spills unknown (None) when the compile log had no ptxas lines: local memory still shows them
         row = {"registers": regs, "sgprs": None, "spill_bytes": res.get("spill_bytes"),
                "stack_bytes": res.get("stack_bytes", 0) + res.get("local_bytes", 0), "smem_bytes": smem,
                "occupancy": occupancy_nvidia(target, regs, smem, block)}
     else:
-        res = _amd_kernels(binary.asm).get(kernel, {})
         smem = res.get("smem_bytes", 0) + dynamic_smem
         row = {"registers": res.get("vgprs_total", 0), "sgprs": res.get("sgprs"),
                "spill_bytes": res.get("spills", 0), "stack_bytes": res.get("scratch_bytes", 0), "smem_bytes": smem,
                "occupancy": occupancy_amd(target, res.get("vgprs_total", 0), smem, block)}
-    if not res:
-        raise PortableError(f"static report: kernel {kernel!r} not found in the {binary.target} binary")
     row["occupancy"] = round(row["occupancy"], 3)
     counts = {name: len(re.findall(pattern, binary.asm)) for name, pattern in instruction_classes(target.vendor).items()}
     row["instructions"] = counts if binary.asm else {}

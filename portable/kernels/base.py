@@ -126,8 +126,10 @@ class Kernel:
 
     def launcher(self, tensor: torch.Tensor) -> Launcher:
         index = tensor.device.index
-        if index is None:
-            index = torch.cuda.current_device()
+        return self.launcher_at(torch.cuda.current_device() if index is None else index)
+
+    def launcher_at(self, index: int) -> Launcher:
+        """The kernel loaded on GPU `index` (built and loaded on first use)."""
         launcher = self._launchers.get(index)
         if launcher is None:
             found = device_target(index).name

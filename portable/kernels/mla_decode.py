@@ -87,23 +87,13 @@ class MLADecode(Kernel):
         return m * (D + 8) * 2 + kt * (D + 8) * 2 + ksplit * m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
 
     # --- call ---------------------------------------------------------------------
-    def check(self, q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale):
+    def check_layout(self, q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale) -> None:
+        """Shapes and the indptr arrays against each other (reads them on the host: only when
+        planning on the spot; a given plan already holds a checked layout)."""
         fmt = self.params["kv_format"]
         if isinstance(kv, torch.Tensor) and kv.dtype is not KV_DTYPE[fmt]:
             raise InputError(f"kv: expected {KV_DTYPE[fmt]} rows for kv_format={fmt!r}, got {kv.dtype}")
-        sm_scale = ref._check(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
-        named = [("q", q), ("kv", kv)] + ([("kv_scale", kv_scale)] if isinstance(kv_scale, torch.Tensor) else []) \
-            + ([("kv_indices", kv_indices)] if kv_indices is not None else [])
-        for name, t in named:
-            if t.device.type != "cuda":
-                raise InputError(f"{name}: expected a tensor on a GPU (device 'cuda'), got device '{t.device}'")
-            if t.device != q.device:
-                raise InputError(f"{name}: expected a tensor on {q.device} like q, got {t.device}")
-            if not t.is_contiguous():
-                raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
-        if fmt == "fp8" and (kv_scale.dtype is not torch.float32):
-            raise InputError(f"kv_scale: expected a float32 tensor holding the per-tensor scale, got {kv_scale.dtype}")
-        return sm_scale
+        ref._check(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
 
     def work_list(self, qo: list, kvp: list, heads: int, target: str, sms: int):
         """Work items (b, query, head0, kv_lo, kv_hi, chunk) and chunks per token."""
@@ -141,7 +131,7 @@ class MLADecode(Kernel):
         device = torch.device(device) if device is not None else (
             qo_indptr.device if qo_indptr.device.type == "cuda" else torch.device("cuda", torch.cuda.current_device()))
         index = device.index if device.index is not None else torch.cuda.current_device()
-        target = self.launcher_for(index).target
+        target = self.launcher_at(index).target
         qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
         if len(qo) != len(kvp):
             raise InputError(f"kv_indptr: expected {len(qo)} entries like qo_indptr, got {len(kvp)}")
@@ -159,10 +149,9 @@ class MLADecode(Kernel):
         """out (total_q, h, 512) bf16 [and lse (total_q, h) fp32]. Without `plan` the work list is
         built on the spot (host work and a device sync per call): pass one from mla.plan(...)."""
         if plan is None:
-            sm_scale = self.check(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
-            plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device)
-        else:
-            sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
+            self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
+            plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
+        sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
         launcher = self.launcher(q)
         dev, target = q.device, launcher.target
         total_q, heads = plan.total_q, plan.heads
@@ -190,15 +179,13 @@ class MLADecode(Kernel):
                                    tensor_scale, out.data_ptr(), lse.data_ptr(), heads, total_q))
         return (out, lse) if return_lse else out
 
-    def launcher_for(self, index: int):
-        return self.launcher(torch.empty(0, device=f"cuda:{index}"))
-
     def check_with_plan(self, q, kv, kv_scale, kv_indices, page_size, sm_scale, plan) -> float:
         """The checks that need no host copy of the indptr arrays (the plan holds the layout)."""
         if not isinstance(plan, MLAPlan):
             raise InputError(f"plan: expected the result of mla.plan(...), got {type(plan).__name__}")
-        if plan.tiles != self.tiles(self.launcher(q).target):
-            raise InputError(f"plan: built for tiling {plan.tiles}, this kernel uses {self.tiles(self.launcher(q).target)}")
+        tiles = self.tiles(self.launcher_at(plan.device_index).target)
+        if plan.tiles != tiles:
+            raise InputError(f"plan: built for tiling {plan.tiles}, this kernel uses {tiles}")
         if not isinstance(q, torch.Tensor) or q.dtype is not torch.bfloat16 or tuple(q.shape) != (plan.total_q, plan.heads, D):
             got = f"{q.dtype} {tuple(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
             raise InputError(f"q: expected bfloat16 ({plan.total_q}, {plan.heads}, {D}) as planned, got {got}")
@@ -218,7 +205,9 @@ class MLADecode(Kernel):
             raise InputError(f"kv_indices: expected int32 (B={plan.batch}, max_pages) with page_size >= 1")
         for name, t in [("q", q), ("kv", kv)] + ([("kv_scale", kv_scale)] if isinstance(kv_scale, torch.Tensor) else []) \
                 + ([("kv_indices", kv_indices)] if kv_indices is not None else []):
-            if t.device.type != "cuda" or t.device.index != plan.device_index:
+            if t.device.type != "cuda":
+                raise InputError(f"{name}: expected a tensor on a GPU (device 'cuda'), got device '{t.device}'")
+            if t.device.index != plan.device_index:
                 raise InputError(f"{name}: expected a tensor on cuda:{plan.device_index} (the plan's device), got {t.device}")
             if not t.is_contiguous():
                 raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
