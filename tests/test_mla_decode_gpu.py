@@ -16,7 +16,7 @@ def run_and_compare(fmt, lens, q_len, h, page_size=None, **params):
     inputs = make_mla_inputs(lens, q_len, h, fmt, seed=torch.seed() % (1 << 31), page_size=page_size, device="cuda")
     mla = portable.load("mla_decode", kv_format=fmt, **params)
     out, lse = mla(**inputs, return_lse=True)
-    want_out, want_lse = mla_reference(**inputs)
+    want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     ok, detail = compare(out, lse, want_out, want_lse)
     assert ok, f"{fmt} lens={lens} q_len={q_len} h={h} page={page_size}: {detail}"
     return out, lse

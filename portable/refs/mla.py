@@ -54,8 +54,10 @@ def dequantize_kv(kv: torch.Tensor, kv_scale=None, dtype: torch.dtype = torch.fl
 
 
 def mla_reference(q, kv, qo_indptr, kv_indptr, *, kv_scale=None, kv_indices=None, page_size: int = 1,
-                  sm_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """fp32 reference on the dequantized cache -> (out bf16 (total_q, h, 512), lse fp32 (total_q, h)).
+                  sm_scale: float | None = None, out_dtype: torch.dtype = torch.bfloat16) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 reference on the dequantized cache -> (out (total_q, h, 512) in out_dtype, lse fp32 (total_q, h)).
+    Compare a kernel's bf16 output with out_dtype=torch.float32: rounding the reference to bf16
+    too would double the rounding error being measured.
 
     A query that sees no KV token (KV length 0, or fewer tokens than the causal offset) gets
     zeros and LSE -inf, never NaN.
@@ -79,7 +81,7 @@ def mla_reference(q, kv, qo_indptr, kv_indptr, *, kv_scale=None, kv_indices=None
         p = torch.where(visible[:, None, :], torch.exp(scores - seq_lse[..., None]), 0.0)
         out[qo[b]:qo[b + 1]] = torch.einsum("nhl,ld->nhd", p, keys[:, :D_V])
         lse[qo[b]:qo[b + 1]] = seq_lse
-    return out.to(torch.bfloat16), lse
+    return out.to(out_dtype), lse
 
 
 def mla_torch_bf16(q, kv, qo_indptr, kv_indptr, *, kv_scale=None, kv_indices=None, page_size: int = 1,
