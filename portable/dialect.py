@@ -23,12 +23,12 @@ _SAFE_ARG = re.compile(r"^[A-Za-z0-9_ .\[\]()+\-*/&|^<>~!%,]*$")
 class Spelling:
     """One row of the table as seen from one target: a constant or a small call pattern."""
 
-    def __init__(self, key: str, pattern: str, target: Target, availability: str):
+    def __init__(self, key: str, pattern: str, target: Target, availability: str, fields: list[str]):
         self.key = key
         self.pattern = pattern
         self.target = target
         self.availability = availability
-        self.fields = [f for _, f, _, _ in string.Formatter().parse(pattern) if f]
+        self.fields = fields       # the row's arguments in either dialect: one call fits every target
 
     def _check_available(self):
         if self.availability == "no" or not self.pattern:
@@ -70,7 +70,9 @@ def dialect_for(target_name: str) -> dict[str, SimpleNamespace]:
         space, _, name = key.partition(".")
         if name in spaces.setdefault(space, {}):
             raise ValueError(f"mapping table: key {key} appears twice ({row['file']})")
-        spaces[space][name] = Spelling(key, row[column], target, row[target.name])
+        fields = list(dict.fromkeys(f for expr in (row["cuda_expr"], row["hip_expr"])
+                                    for _, f, _, _ in string.Formatter().parse(expr) if f))
+        spaces[space][name] = Spelling(key, row[column], target, row[target.name], fields)
     return {space: SimpleNamespace(**names) for space, names in spaces.items()}
 
 

@@ -68,3 +68,15 @@ __device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_
                  : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
                  : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
 }
+
+// Four OCP e4m3fn bytes -> four bf16 (lo: bytes 0-1, hi: bytes 2-3), exact: the fp8 pair
+// converter (sm_89+) to f16x2, then through f32 to packed bf16.
+__device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsigned& hi) {
+    asm("{\n\t.reg .b16 p0, p1, a, b, c, d;\n\t.reg .b32 h0, h1;\n\t.reg .f32 f0, f1, f2, f3;\n\t"
+        "mov.b32 {p0, p1}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 h0, p0;\n\tcvt.rn.f16x2.e4m3x2 h1, p1;\n\t"
+        "mov.b32 {a, b}, h0;\n\tmov.b32 {c, d}, h1;\n\t"
+        "cvt.f32.f16 f0, a;\n\tcvt.f32.f16 f1, b;\n\tcvt.f32.f16 f2, c;\n\tcvt.f32.f16 f3, d;\n\t"
+        "cvt.rn.bf16x2.f32 %0, f1, f0;\n\tcvt.rn.bf16x2.f32 %1, f3, f2;\n\t}"
+        : "=r"(lo), "=r"(hi) : "r"(w));
+}

@@ -44,3 +44,24 @@ __device__ __forceinline__ frag_b mma_load_b_kn(const unsigned short* s, int ld,
 __device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_b& b) {
     c.v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, c.v, 0, 0, 0);
 }
+
+// Four OCP e4m3fn bytes -> four bf16 (lo: bytes 0-1, hi: bytes 2-3), exact.
+__device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsigned& hi) {
+#if defined(__gfx950__)
+    // CDNA4 converts OCP fp8 in hardware
+    const auto a = __builtin_amdgcn_cvt_scalef32_pk_f32_fp8(w, 1.0f, false);
+    const auto b = __builtin_amdgcn_cvt_scalef32_pk_f32_fp8(w, 1.0f, true);
+    lo = f32x2_to_bf16x2_rn(a[0], a[1]);
+    hi = f32x2_to_bf16x2_rn(b[0], b[1]);
+#else
+    // CDNA3 converts e4m3fnuz (bias 8): an OCP byte means twice the fnuz value, and 0x80
+    // (OCP -0) is the fnuz NaN, so those bytes become +0 first (exact per-byte zero test).
+    const unsigned t = w ^ 0x80808080u;
+    const unsigned nonzero = (((t & 0x7f7f7f7fu) + 0x7f7f7f7fu) | t) & 0x80808080u;
+    w &= ~(~nonzero & 0x80808080u);
+    const auto a = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, false);
+    const auto b = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, true);
+    lo = f32x2_to_bf16x2_rn(2.0f * a[0], 2.0f * a[1]);
+    hi = f32x2_to_bf16x2_rn(2.0f * b[0], 2.0f * b[1]);
+#endif
+}

@@ -52,6 +52,7 @@ class MLADecode(Kernel):
         "kv_tile": Choice((0, 32, 64), 0),
         "row_groups": Choice((0, 1, 2, 4), 0),
         "warps": Choice((0, 4, 8), 0),
+        "min_blocks": Choice((0, 1, 2), 0),      # blocks per SM the compiler must fit (NVIDIA)
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
@@ -61,9 +62,10 @@ class MLADecode(Kernel):
     # --- per target ---------------------------------------------------------------
     def tiles(self, target: str) -> dict:
         t = tiling(self.NAME, target)
-        for key, name in (("kv_tile", "kv_tile"), ("row_groups", "row_groups"), ("warps", "warps")):
+        t.setdefault("min_blocks", 1)
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks"):
             if self.params[key]:
-                t[name] = self.params[key]
+                t[key] = self.params[key]
         return t
 
     def template_context(self, target):
@@ -75,7 +77,8 @@ class MLADecode(Kernel):
         limit = get_target(target).smem_per_block
         if smem > limit:
             raise InputError(f"kv_tile/row_groups: {t} need {smem} bytes of shared memory, {target} has {limit}")
-        return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"]}
+        return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
+                "MIN_BLOCKS": t["min_blocks"]}
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
