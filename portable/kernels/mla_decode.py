@@ -61,7 +61,10 @@ class MLADecode(Kernel):
 
     # --- per target ---------------------------------------------------------------
     def tiles(self, target: str) -> dict:
-        t = tiling(self.NAME, target)
+        """The target's tiling, its per-format override table, then explicit parameters."""
+        table = tiling(self.NAME, target)
+        t = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        t.update(table.get(self.params["kv_format"], {}))
         t.setdefault("min_blocks", 1)
         for key in ("kv_tile", "row_groups", "warps", "min_blocks"):
             if self.params[key]:
