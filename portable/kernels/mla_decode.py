@@ -1,7 +1,8 @@
 """mla_decode: DeepSeek MLA decode over a bf16, fp8 or MXFP4 latent cache (templates/mla_decode.j2).
 
     mla = portable.load("mla_decode", kv_format="fp8")
-    out, lse = mla(q, kv, qo_indptr, kv_indptr, kv_scale=scale, return_lse=True)
+    plan = mla.plan(qo_indptr, kv_indptr, heads=16)          # once per batch layout
+    out, lse = mla(q, kv, qo_indptr, kv_indptr, kv_scale=scale, plan=plan, return_lse=True)
 
 Work list: the host splits each (query token, 16*RG-head group) into KV chunks so that the
 blocks fill the GPU (split-KV); chunks of one row are merged by mla_combine. Planning reads
@@ -21,7 +22,6 @@ from ..targets import get_target, tiling
 from .base import Kernel
 
 D, DV = 576, 512
-ROW_BYTES = {"bf16": 1152, "fp8": 576, "mxfp4": 288}
 KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.uint8}
 LOG2E = 1.4426950408889634
 
