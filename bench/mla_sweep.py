@@ -46,6 +46,18 @@ def main():
                              "regs": k.report("sm_90a")["registers"]})
             del inputs
             torch.cuda.empty_cache()
+    # the [.wide] tiling chosen for heads % 32 == 0 against one 16-head group a block
+    for shape in ({"B": 128, "L": 8192, "q_len": 1, "h": 32}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}):
+        for fmt in ("bf16", "fp8", "mxfp4"):
+            for label, k in (("auto", portable.load("mla_decode", kv_format=fmt)),
+                             ("1 group", portable.load("mla_decode", kv_format=fmt, row_groups=1))):
+                inputs = k.make_inputs(shape, 0)
+                ok, _ = k.verify(inputs, k.run(inputs))
+                t = time_gpu(lambda: k.run(inputs), repeats=20)["median_us"]
+                rows.append({"shape": shape, "fmt": fmt, "tiling": label, "ok": ok, "us": t,
+                             "tbps": k.cost_of(shape)["bytes"] / t / 1e6, "tflops": k.cost_of(shape)["flops"] / t / 1e6,
+                             "regs": k.for_heads(shape["h"], "sm_90a").report("sm_90a")["registers"]})
+                del inputs
     json.dump(rows, open(os.path.join(args.out, "mla_sweep.json"), "w"), indent=1)
     print(f"{'shape':<28}{'fmt':<7}{'tile,rg,warps,minb':<20}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}{'regs':>6}")
     for r in rows:

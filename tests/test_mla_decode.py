@@ -64,3 +64,14 @@ def test_cost_model_by_hand():
     c = MLADecode().cost_of({"B": 128, "L": 8192, "q_len": 1, "h": 16})
     assert c["bytes"] == 128 * 8192 * 1152 + 128 * 16 * (576 * 2 + 512 * 2 + 4)
     assert c["flops"] == 2 * 16 * (576 + 512) * 128 * 8192
+
+
+def test_wide_row_groups_chosen_from_the_target_data():
+    k = MLADecode(kv_format="fp8")
+    assert k.for_heads(16, "sm_90a") is k                     # 16 heads: one group, the base tiling
+    wide = k.for_heads(128, "sm_90a")
+    assert wide is k.for_heads(64, "sm_90a")                  # one cached variant
+    assert wide.tiles("sm_90a")["row_groups"] == 2 and wide.for_heads(128, "sm_90a") is wide
+    assert k.for_heads(128, "gfx942") is k                    # no [.wide] table there
+    pinned = MLADecode(kv_format="fp8", row_groups=1)
+    assert pinned.for_heads(128, "sm_90a") is pinned          # an explicit choice wins

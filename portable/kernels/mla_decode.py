@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..device import device_target
 from ..errors import InputError
 from ..params import Choice
 from ..refs import mla as ref
@@ -63,13 +64,26 @@ class MLADecode(Kernel):
     def tiles(self, target: str) -> dict:
         """The target's tiling, its per-format override table, then explicit parameters."""
         table = tiling(self.NAME, target)
-        t = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT] and [.wide] are tables
         t.update(table.get(self.params["kv_format"], {}))
         t.setdefault("min_blocks", 1)
         for key in ("kv_tile", "row_groups", "warps", "min_blocks"):
             if self.params[key]:
                 t[key] = self.params[key]
         return t
+
+    def for_heads(self, heads: int, target: str) -> "MLADecode":
+        """The kernel to run for `heads`: the target's [.wide] tiling when the heads fill its
+        larger row groups (each 16-head group re-reads the KV, so fewer groups read less)."""
+        wide = tiling(self.NAME, target).get("wide")
+        if self.params["row_groups"] or not wide or heads % (16 * wide["row_groups"]):
+            return self
+        params = {**self.params, **{k: v for k, v in wide.items() if k in self.PARAMS}}
+        key = tuple(sorted(params.items()))
+        variants = self.__dict__.setdefault("_variants", {})
+        if key not in variants:
+            variants[key] = MLADecode(target=self.target, **params)
+        return variants[key]
 
     def template_context(self, target):
         t = self.tiles(target)
@@ -137,18 +151,19 @@ class MLADecode(Kernel):
         device = torch.device(device) if device is not None else (
             qo_indptr.device if qo_indptr.device.type == "cuda" else torch.device("cuda", torch.cuda.current_device()))
         index = device.index if device.index is not None else torch.cuda.current_device()
-        target = self.launcher_at(index).target
+        target = device_target(index).name
+        kernel = self.for_heads(heads, target)
         qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
         if len(qo) != len(kvp):
             raise InputError(f"kv_indptr: expected {len(qo)} entries like qo_indptr, got {len(kvp)}")
         sms = torch.cuda.get_device_properties(index).multi_processor_count
-        items, token_chunks = self.work_list(qo, kvp, heads, target, sms)
+        items, token_chunks = kernel.work_list(qo, kvp, heads, target, sms)
         return MLAPlan(
             work=torch.tensor(items, dtype=torch.int32).reshape(-1, 8).to(device),
             token_chunks=torch.tensor(token_chunks, dtype=torch.int32).to(device),
             qo_indptr=qo_indptr.to(device), kv_indptr=kv_indptr.to(device),
             n_items=len(items), chunks=max(token_chunks, default=1), total_q=qo[-1], heads=heads,
-            batch=len(qo) - 1, device_index=index, tiles=self.tiles(target))
+            batch=len(qo) - 1, device_index=index, tiles=kernel.tiles(target))
 
     def __call__(self, q, kv, qo_indptr, kv_indptr, kv_scale=None, kv_indices=None, page_size: int = 1,
                  sm_scale: float | None = None, return_lse: bool = False, plan: "MLAPlan | None" = None):
@@ -157,6 +172,9 @@ class MLADecode(Kernel):
         if plan is None:
             self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
             plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
+        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name)
+        if kernel is not self:
+            return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan)
         sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
         launcher = self.launcher(q)
         dev, target = q.device, launcher.target
@@ -189,7 +207,7 @@ class MLADecode(Kernel):
         """The checks that need no host copy of the indptr arrays (the plan holds the layout)."""
         if not isinstance(plan, MLAPlan):
             raise InputError(f"plan: expected the result of mla.plan(...), got {type(plan).__name__}")
-        tiles = self.tiles(self.launcher_at(plan.device_index).target)
+        tiles = self.tiles(device_target(plan.device_index).name)
         if plan.tiles != tiles:
             raise InputError(f"plan: built for tiling {plan.tiles}, this kernel uses {tiles}")
         if not isinstance(q, torch.Tensor) or q.dtype is not torch.bfloat16 or tuple(q.shape) != (plan.total_q, plan.heads, D):
