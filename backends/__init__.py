@@ -4,7 +4,8 @@ Compilers (module-level `compile(source, target, opts) -> Binary`, `version()`, 
   nvrtc          CUDA -> cubin, all sm_ targets, runs with or without a GPU
   hiprtc         HIP  -> code object at run time (ROCm machines)
   clang_amdgpu   HIP  -> code object + ISA offline (no ROCm, no GPU)
-Runtimes (`load`, `get_function`, `set_max_dynamic_smem`, `launcher`, `make_current`):
+Runtimes (`load`, `get_function`, `set_max_dynamic_smem`, `launch_function`, `EXTRA`,
+`stream_handle`, `raise_for`, `make_current`, `driver_version`):
   cuda_driver    cuda-python driver API
   hip_runtime    hip-python module API
 """

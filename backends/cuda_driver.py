@@ -28,11 +28,6 @@ def _check(result, what: str):
     return result[1] if len(result) == 2 else result[1:]
 
 
-def device_count() -> int:
-    cu = _cu()
-    _check(cu.cuInit(0), "cuInit")
-    return _check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
-
 
 def driver_version() -> str:
     v = _check(_cu().cuDriverGetVersion(), "cuDriverGetVersion")
@@ -52,9 +47,6 @@ def load(code: bytes, device_index: int):
     make_current(device_index)
     return _check(_cu().cuModuleLoadData(code), "cuModuleLoadData")
 
-
-def unload(module) -> None:
-    _check(_cu().cuModuleUnload(module), "cuModuleUnload")
 
 
 def get_function(module, kernel: str):

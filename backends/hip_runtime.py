@@ -29,11 +29,6 @@ def _check(result, what: str):
     return result[1] if len(result) == 2 else result[1:]
 
 
-def device_count() -> int:
-    hip = _hip()
-    _check(hip.hipInit(0), "hipInit")
-    return _check(hip.hipGetDeviceCount(), "hipGetDeviceCount")
-
 
 def driver_version() -> str:
     v = _check(_hip().hipDriverGetVersion(), "hipDriverGetVersion")
@@ -51,9 +46,6 @@ def load(code: bytes, device_index: int):
     make_current(device_index)
     return _check(_hip().hipModuleLoadData(code), "hipModuleLoadData")
 
-
-def unload(module) -> None:
-    _check(_hip().hipModuleUnload(module), "hipModuleUnload")
 
 
 def get_function(module, kernel: str):

@@ -130,13 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("action", choices=["info", "clear"], nargs="?", default="info")
     k.set_defaults(func=cmd_cache)
     for name in ("portable.main_job",) + _PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            continue
-        module.add_cli(sub)
+        importlib.import_module(name).add_cli(sub)
     return p
 
 
