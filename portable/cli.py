@@ -68,7 +68,7 @@ def compile_rows(kernel: str, target_spec: str, params: dict) -> list[dict]:
     rows = []
     for t in resolve_targets(target_spec):
         try:
-            rows.append(k.report(t.name))
+            rows.extend(k.reports(t.name))
         except PortableError as e:
             rows.append({"target": t.name, "kernel": kernel, "error": str(e).splitlines()[0]})
     return rows

@@ -29,10 +29,18 @@ def dialect_prelude(dialect: str) -> str:
     return (mapping_dir() / "prelude" / f"{dialect}.h").read_text()
 
 
+@functools.cache
+def target_prelude(target: str) -> str:
+    """mapping/prelude/<target>.h, where a target has instructions its dialect's other targets
+    lack (block-scaled FP4 on sm_120a and gfx950, tcgen05 on sm_100a); empty otherwise."""
+    path = mapping_dir() / "prelude" / f"{target}.h"
+    return path.read_text() if path.exists() else ""
+
+
 def render_template(template: str, target_name: str, params: dict) -> str:
     """Render `template` with the target's dialect and already validated parameters."""
     target = get_target(target_name)
     context = dict(dialect_for(target.name))
-    context.update(target=target, WARP=target.wave, dialect_prelude=dialect_prelude(target.dialect))
+    context.update(target=target, WARP=target.wave, dialect_prelude=dialect_prelude(target.dialect) + target_prelude(target.name))
     context.update(params)
     return environment().get_template(template).render(**context)

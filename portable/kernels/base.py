@@ -35,6 +35,8 @@ class Launcher:
         # further kernels of the same module (e.g. a combine step): name -> (function, packer)
         self.others = {name: (runtime.get_function(self.module, name), ParamPacker(kinds))
                        for name, kinds in kernel.OTHER_ENTRIES.items()}
+        for name, nbytes in kernel.entry_smem(self.target).items():
+            runtime.set_max_dynamic_smem(self.others[name][0], nbytes)
         self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
         # with one GPU the current device is always this one: skip asking on every call
         self.check_device = torch.cuda.device_count() > 1
@@ -111,6 +113,10 @@ class Kernel:
     def dynamic_smem(self, target: str) -> int:
         return 0
 
+    def entry_smem(self, target: str) -> dict:
+        """Dynamic shared memory of the OTHER_ENTRIES that take some: name -> bytes."""
+        return {}
+
     # --- shared -----------------------------------------------------------------------
     def source(self, target: str) -> str:
         return render_template(self.TEMPLATE, get_target(target).name, self.template_context(target))
@@ -123,6 +129,10 @@ class Kernel:
 
     def report(self, target: str) -> dict:
         return static_report(self.binary(target), self.ENTRY, self.block_threads(target), self.dynamic_smem(target))
+
+    def reports(self, target: str) -> list[dict]:
+        """One static report per kernel worth reading (the entry by default)."""
+        return [self.report(target)]
 
     def launcher(self, tensor: torch.Tensor) -> Launcher:
         index = tensor.device.index

@@ -152,18 +152,30 @@ def make_moe_inputs(M: int, E: int, d_hidden: int, d_expert: int, topk: int, see
 
     hidden = torch.zeros(M, Dh, device=device)
     hidden[:, :d_hidden] = randn(M, d_hidden)
+    ids, weights = make_routing(M, E, topk, gen, shared_experts=shared_experts, active_experts=active_experts,
+                                repeat_experts=repeat_experts)
+    return {"hidden_states": hidden.to(torch.bfloat16), "w13": w13, "w13_scale": w13_scale,
+            "w2": w2, "w2_scale": w2_scale, "topk_weights": weights, "topk_ids": ids,
+            "d_hidden": d_hidden, "d_expert": d_expert}
+
+
+def make_routing(M: int, E: int, topk: int, gen: torch.Generator, *, shared_experts: int = 0,
+                 active_experts: int | None = None, repeat_experts: bool = False):
+    """(topk_ids int32, topk_weights fp32), both (M, topk + shared_experts), on gen's device:
+    make_moe_inputs's routing (see there) on its own."""
+    device = gen.device
+    routed = E - shared_experts
+    pool_size = routed if active_experts is None else active_experts
     pool = torch.randperm(routed, generator=gen, device=device)[:pool_size]
     ids = pool[torch.rand(M, pool_size, generator=gen, device=device).argsort(dim=1)[:, :topk]]
     if repeat_experts:
         ids[::2, topk - 1] = ids[::2, 0]
-    weights = torch.softmax(randn(M, topk), dim=1)
+    weights = torch.softmax(torch.randn(M, topk, generator=gen, device=device), dim=1)
     if shared_experts:
         shared = torch.arange(routed, E, device=device).expand(M, -1)
         ids = torch.cat([ids, shared], dim=1)
         weights = torch.cat([weights, torch.ones(M, shared_experts, device=device)], dim=1)
-    return {"hidden_states": hidden.to(torch.bfloat16), "w13": w13, "w13_scale": w13_scale,
-            "w2": w2, "w2_scale": w2_scale, "topk_weights": weights.float().contiguous(),
-            "topk_ids": ids.to(torch.int32).contiguous(), "d_hidden": d_hidden, "d_expert": d_expert}
+    return ids.to(torch.int32).contiguous(), weights.float().contiguous()
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -213,7 +225,9 @@ def _shape(name, t, want):
         raise InputError(f"{name}: expected shape {tuple(want)}, got {tuple(t.shape)}")
 
 
-def _check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, d_hidden, d_expert, mode) -> _Sizes:
+def _check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, d_hidden, d_expert, mode,
+           check_ids: bool = True) -> _Sizes:
+    """Types, shapes and devices; with check_ids also the ids' range (a host read: a device sync)."""
     if mode not in MODES:
         raise InputError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
     _tensor("hidden_states", hidden_states, torch.bfloat16, 2)
@@ -241,7 +255,7 @@ def _check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, 
     _shape("topk_weights", topk_weights, topk_ids.shape)
     if topk_ids.shape[0] != M:
         raise InputError(f"topk_ids: expected {M} rows like hidden_states, got shape {tuple(topk_ids.shape)}")
-    if topk_ids.numel() and not (0 <= int(topk_ids.min()) and int(topk_ids.max()) < E):
+    if check_ids and topk_ids.numel() and not (0 <= int(topk_ids.min()) and int(topk_ids.max()) < E):
         raise InputError(f"topk_ids: expected expert ids in [0, {E}), got [{int(topk_ids.min())}, {int(topk_ids.max())}]")
     devices = {t.device for t in (hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids)}
     if len(devices) > 1:

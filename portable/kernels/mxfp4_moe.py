@@ -1,0 +1,267 @@
+"""mxfp4_moe: fused MXFP4 mixture of experts, routing given (templates/mxfp4_moe.j2).
+
+    moe = portable.load("mxfp4_moe", mode="a16w4")          # or "a4w4"
+    out = moe(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids,
+              d_hidden=7168, d_expert=256)
+
+Four launches on torch's current stream, no host sync once the ids are checked:
+moe_route (pairs -> expert-ordered tiles) -> moe_gemm1 (gate/up, SwiGLU) -> moe_gemm2 (down,
+times the routing weight) -> moe_combine (sum of each token's slots in slot order: the result
+is the same bit for bit on every run, no atomics). Weights stay FP4 + E8M0 in memory; they are
+decoded in shared memory (bf16 matrix path) or fed to the target's block-scaled FP4 matrix
+instruction as they are (a4w4 on sm_120a and gfx950: the target's `fp4_matrix` in targets.toml).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..device import device_target
+from ..errors import InputError, TargetError
+from ..formats import MX_BLOCK
+from ..params import Choice
+from ..refs import moe as ref
+from ..targets import get_target, tiling
+from .base import Kernel
+
+E_MAX = 1024                 # experts moe_route can count in shared memory
+ROUTE_THREADS = 1024
+TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
+
+
+# DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
+SHAPES = ([{"model": "R1 E257", "M": M, "E": 257, "d_hidden": 7168, "d_expert": 256, "topk": 8, "shared": 1}
+           for M in (4, 64, 256)]
+          + [{"model": "R1 E33", "M": M, "E": 33, "d_hidden": 7168, "d_expert": 2048, "topk": 8, "shared": 1}
+             for M in (64, 256, 1024)]
+          + [{"model": "gpt-oss", "M": M, "E": 128, "d_hidden": 2880, "d_expert": 2880, "topk": 4, "shared": 0}
+             for M in (1, 32, 1024)])
+
+
+class MXFP4MoE(Kernel):
+    NAME = "mxfp4_moe"
+    TEMPLATE = "mxfp4_moe.j2"
+    ENTRY = "moe_gemm1"
+    PARAMS = {
+        "mode": Choice(ref.MODES, "a16w4"),
+        # rows a tile: "small" for decode-sized batches, "large" for prefill; "auto" picks per
+        # call from the pairs per expert (targets.toml [tiling.mxfp4_moe.TARGET.small|large])
+        "tiles": Choice(("auto", "small", "large"), "auto"),
+    }
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr")
+    OTHER_ENTRIES = {
+        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr"),
+        "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
+    }
+    DYNAMIC_SMEM = True
+    CHECK_VARIANTS = [{"mode": m} for m in ref.MODES]
+
+    # --- per target ---------------------------------------------------------------------
+    def tiles(self, target: str) -> dict:
+        table = tiling(self.NAME, target)
+        kind = "small" if self.params["tiles"] == "auto" else self.params["tiles"]
+        return dict(table[kind])
+
+    def matrix_path(self, target: str) -> str:
+        """"bf16" (operands decoded to bf16 for the target's bf16 instruction) or the target's FP4
+        matrix path for a4w4 ("mma4": block-scaled FP4 from warp fragments)."""
+        return get_target(target).limits.get("fp4_matrix", "bf16") if self.params["mode"] == "a4w4" else "bf16"
+
+    def variant(self, tiles: str) -> "MXFP4MoE":
+        if self.params["tiles"] == tiles:
+            return self
+        variants = self.__dict__.setdefault("_variants", {})
+        if tiles not in variants:
+            variants[tiles] = MXFP4MoE(target=self.target, **{**self.params, "tiles": tiles})
+        return variants[tiles]
+
+    def layout(self, target: str) -> dict:
+        """Shared-memory layout of both GEMMs (byte offsets and leading dimensions): the one place
+        the template and dynamic_smem read it from."""
+        t = self.tiles(target)
+        bm, bn, bk = t["bm"], t["bn"], t["bk"]
+        native = self.matrix_path(target) != "bf16"
+        out = {}
+        for which, nb in ((1, 2 * bn), (2, bn)):
+            lda, lda4, ldc = bk + 8, bk // 2 + 16, nb + 4
+            if native:
+                a = bm * lda4
+                off_as = a
+                off_b = _align(off_as + bm * (bk // 32))
+                off_bs = off_b + nb * lda4
+                operands = off_bs + nb * (bk // 32)
+            else:
+                off_as = off_bs = 0
+                off_b = bm * lda * 2
+                operands = off_b + nb * lda * 2
+            off_rows = _align(max(operands, bm * ldc * 4))
+            out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
+                          "off_rows": off_rows, "bytes": off_rows + bm * 4}
+        return out
+
+    def template_context(self, target):
+        t = self.tiles(target)
+        tgt = get_target(target)
+        mma_n = tgt.mma_shape[1]
+        bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
+        wn = warps // wm
+        problems = []
+        if bm % (16 * wm) or warps % wm:
+            problems.append(f"bm = {bm} must split into warps_m = {wm} groups of 16-row tiles")
+        if bn % 32 or bk % 128:
+            problems.append("bn must be a multiple of 32 and bk of 128 (whole MX blocks, either FP4 instruction)")
+        for nb in (2 * bn, bn):
+            if nb % (wn * mma_n):
+                problems.append(f"{nb} columns do not split over {wn} warps of {mma_n}-wide instructions")
+        layout = self.layout(target)
+        smem = max(v["bytes"] for v in layout.values())
+        if smem > tgt.smem_per_block:
+            problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
+        if problems:
+            raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
+        return {"MODE": self.params["mode"], "MMA_PATH": self.matrix_path(target), "BM": bm, "BN": bn, "BK": bk,
+                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
+
+    def block_threads(self, target):
+        return self.tiles(target)["warps"] * get_target(target).wave
+
+    def dynamic_smem(self, target):
+        return self.layout(target)[1]["bytes"]
+
+    def entry_smem(self, target) -> dict:
+        return {"moe_gemm2": self.layout(target)[2]["bytes"]}
+
+    def reports(self, target: str) -> list[dict]:
+        """Both GEMMs (the route and combine kernels have no matrix work)."""
+        from ..report import static_report
+        binary = self.binary(target)
+        threads = self.block_threads(target)
+        return [static_report(binary, "moe_gemm1", threads, self.dynamic_smem(target)),
+                static_report(binary, "moe_gemm2", threads, self.layout(target)[2]["bytes"])]
+
+    # --- call ---------------------------------------------------------------------------
+    def __call__(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, *,
+                 d_hidden: int | None = None, d_expert: int | None = None, check_ids: bool = True):
+        """out (M, hidden_states.shape[1]) bf16. check_ids=True reads the ids' range on the host
+        (one device sync); with False an out-of-range id is skipped on the GPU (its slot adds
+        nothing) and the call queues its four launches without waiting."""
+        s = ref._check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, d_hidden, d_expert,
+                       self.params["mode"], check_ids=check_ids)
+        M, width = hidden_states.shape
+        k_top = topk_ids.shape[1]
+        named = (("hidden_states", hidden_states), ("w13", w13), ("w13_scale", w13_scale), ("w2", w2),
+                 ("w2_scale", w2_scale), ("topk_weights", topk_weights), ("topk_ids", topk_ids))
+        for name, t in named:
+            if t.device.type != "cuda":
+                raise InputError(f"{name}: expected a tensor on a GPU (device 'cuda'), got device '{t.device}'")
+            if not t.is_contiguous():
+                raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
+        if width % 8 or s.d_hidden % 8:
+            raise InputError(f"hidden_states: expected a width and d_hidden that are multiples of 8 (16-byte rows), "
+                             f"got width {width}, d_hidden {s.d_hidden}")
+        if s.E > E_MAX:
+            raise InputError(f"w13: expected at most {E_MAX} experts, got {s.E}")
+        out = torch.empty(M, width, device=hidden_states.device, dtype=torch.bfloat16)
+        P = M * k_top
+        if P == 0:
+            return out
+        target = device_target(hidden_states.device.index if hidden_states.device.index is not None
+                               else torch.cuda.current_device()).name
+        kernel = self.variant(self.pick_tiles(P, s.E, target)) if self.params["tiles"] == "auto" else self
+        return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out)
+
+    def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
+        """Large tiles once the average expert gets enough rows to fill them (no host sync: the
+        average over all experts, not the touched ones)."""
+        return "large" if pairs / experts >= tiling(self.NAME, target)["large_from_rows"] else "small"
+
+    def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
+        launcher = self.launcher(hidden_states)
+        t = self.tiles(launcher.target)
+        bm, bn = t["bm"], t["bn"]
+        dev = hidden_states.device
+        M, width = hidden_states.shape
+        k_top = topk_ids.shape[1]
+        P = M * k_top
+        max_tiles = -(-P // bm) + min(s.E, P)          # sum over experts of ceil(count / bm), at most
+        tile_expert = torch.empty(max_tiles, device=dev, dtype=torch.int32)
+        tile_rows = torch.empty(max_tiles * bm, device=dev, dtype=torch.int32)
+        hbuf = torch.empty(max_tiles * bm, s.De, device=dev, dtype=torch.bfloat16)
+        ybuf = torch.empty(P, width, device=dev, dtype=torch.bfloat16)
+        threads = self.block_threads(launcher.target)
+        layout = self.layout(launcher.target)
+        launcher.launch_other("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
+                              (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr()))
+        launcher((max_tiles, -(-s.d_expert // bn), 1), (threads, 1, 1), layout[1]["bytes"],
+                 (hidden_states.data_ptr(), width, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
+                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, hbuf.data_ptr()))
+        launcher.launch_other("moe_gemm2", (max_tiles, -(-width // bn), 1), (threads, 1, 1), layout[2]["bytes"],
+                              (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
+                               tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
+                               ybuf.data_ptr()))
+        launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
+                              (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()))
+        return out
+
+    # --- reference, cost and benchmark face -------------------------------------------------
+    reference = staticmethod(ref.moe_reference)
+
+    SHAPE_SETS = {
+        "default": [(shape, {"mode": m}) for m in ref.MODES for shape in SHAPES],
+        "quick": [(SHAPES[0], {"mode": m}) for m in ref.MODES] + [(SHAPES[5], {"mode": "a16w4"})],
+    }
+
+    def make_inputs(self, shape: dict, device: int):
+        """Fresh random weights and hidden states; the routing is drawn from the shape alone, so
+        cost_of counts exactly the experts these inputs touch."""
+        inputs = ref.make_moe_inputs(shape["M"], shape["E"], shape["d_hidden"], shape["d_expert"], shape["topk"],
+                                     seed=torch.seed() % (1 << 31), shared_experts=shape["shared"],
+                                     device=f"cuda:{device}")
+        ids, weights = _routing(shape)
+        return {**inputs, "topk_ids": ids.to(f"cuda:{device}"), "topk_weights": weights.to(f"cuda:{device}")}
+
+    def run(self, inputs):
+        return self(**inputs, check_ids=False)
+
+    def verify(self, inputs, result) -> tuple[bool, str]:
+        want = ref.moe_reference(**inputs, mode=self.params["mode"])
+        return compare(result, want)
+
+    def peers(self) -> dict:
+        return {"torch dequant + bf16 matmuls": lambda inputs: ref.moe_torch_bf16(**inputs)}
+
+    def cost_of(self, shape: dict) -> dict:
+        ids, _ = _routing(shape)
+        c = ref.moe_cost(shape["M"], shape["E"], shape["d_hidden"], shape["d_expert"], ids)
+        return {"flops": c["flops"], "bytes": c["bytes"], "peak": "bf16"}
+
+    def selftest(self, device: int) -> dict:
+        from ..timing import time_gpu
+        shape = {"M": 64, "E": 33, "d_hidden": 1024, "d_expert": 256, "topk": 8, "shared": 1}
+        inputs = self.make_inputs(shape, device)
+        ok, detail = self.verify(inputs, self.run(inputs))
+        median_us = time_gpu(lambda: self.run(inputs))["median_us"]
+        return {"ok": ok, "shape": "M64 E33 1024x256", "median_us": median_us,
+                "tbps": self.cost_of(shape)["bytes"] / median_us / 1e6, "detail": detail}
+
+
+def compare(out, want, rtol_l2: float = 2e-2, atol_rel: float = 5e-2) -> tuple[bool, str]:
+    """Issue 5's bar: relative L2 <= 2e-2 and max abs error <= 5e-2 x the output's scale (its RMS);
+    no NaN."""
+    o, w = out.float(), want.float()
+    if torch.isnan(o).any():
+        return False, "NaN in the output"
+    scale = w.pow(2).mean().sqrt().clamp_min(1e-30).item() if w.numel() else 1.0
+    err = (o - w).abs().max().item() / scale if o.numel() else 0.0
+    rel = ((o - w).norm() / w.norm().clamp_min(1e-30)).item() if o.numel() else 0.0
+    return err <= atol_rel and rel <= rtol_l2, f"rel L2 {rel:.2e}, max abs {err:.2e} x RMS"
+
+
+def _routing(shape: dict):
+    """The shape's routing, drawn on the CPU from a fixed seed."""
+    gen = torch.Generator().manual_seed(shape["M"] * 1009 + shape["E"])
+    return ref.make_routing(shape["M"], shape["E"], shape["topk"], gen, shared_experts=shape["shared"])
+
+
+def _align(n: int, to: int = 16) -> int:
+    return -(-n // to) * to
