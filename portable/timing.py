@@ -6,10 +6,11 @@ import statistics
 import torch
 
 
-# GPU cycles to spin before each timed call (~100 us on a 2 GHz clock): the host enqueues the
+# GPU cycles to spin before each timed call (~500 us on a 2 GHz clock): the host enqueues the
 # start event, the call and the end event while the GPU is still busy, so a small kernel's
-# time is its own and not the host's launch overhead.
-SPIN_CYCLES = 200_000
+# time is its own and not the host's launch overhead (mxfp4_moe's call checks its arguments
+# and queues four launches: more host time than the 100 us spin first used here).
+SPIN_CYCLES = 1_000_000
 
 
 def time_gpu(fn, warmup: int = 5, repeats: int = 50, rotate=None) -> dict:

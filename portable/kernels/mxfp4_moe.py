@@ -46,6 +46,12 @@ class MXFP4MoE(Kernel):
         # rows a tile: "small" for decode-sized batches, "large" for prefill; "auto" picks per
         # call from the pairs per expert (targets.toml [tiling.mxfp4_moe.TARGET.small|large])
         "tiles": Choice(("auto", "small", "large"), "auto"),
+        # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
+        "bm": Choice((0, 16, 32, 64, 128), 0),
+        "bn": Choice((0, 32, 64, 128), 0),
+        "bk": Choice((0, 128, 256, 512), 0),
+        "warps": Choice((0, 4, 8), 0),
+        "warps_m": Choice((0, 1, 2, 4), 0),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr")
     OTHER_ENTRIES = {
@@ -60,7 +66,9 @@ class MXFP4MoE(Kernel):
     def tiles(self, target: str) -> dict:
         table = tiling(self.NAME, target)
         kind = "small" if self.params["tiles"] == "auto" else self.params["tiles"]
-        return dict(table[kind])
+        t = dict(table[kind])
+        t.update({k: self.params[k] for k in TILE_FIELDS if self.params[k]})
+        return t
 
     def matrix_path(self, target: str) -> str:
         """"bf16" (operands decoded to bf16 for the target's bf16 instruction) or the target's FP4
@@ -141,10 +149,10 @@ class MXFP4MoE(Kernel):
 
     # --- call ---------------------------------------------------------------------------
     def __call__(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, *,
-                 d_hidden: int | None = None, d_expert: int | None = None, check_ids: bool = True):
-        """out (M, hidden_states.shape[1]) bf16. check_ids=True reads the ids' range on the host
-        (one device sync); with False an out-of-range id is skipped on the GPU (its slot adds
-        nothing) and the call queues its four launches without waiting."""
+                 d_hidden: int | None = None, d_expert: int | None = None, check_ids: bool = True, out=None):
+        """out (M, hidden_states.shape[1]) bf16, new or the given `out`. check_ids=True reads the
+        ids' range on the host (one device sync); with False an out-of-range id is skipped on the
+        GPU (its slot adds nothing) and the call queues its four launches without waiting."""
         s = ref._check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, d_hidden, d_expert,
                        self.params["mode"], check_ids=check_ids)
         M, width = hidden_states.shape
@@ -161,7 +169,12 @@ class MXFP4MoE(Kernel):
                              f"got width {width}, d_hidden {s.d_hidden}")
         if s.E > E_MAX:
             raise InputError(f"w13: expected at most {E_MAX} experts, got {s.E}")
-        out = torch.empty(M, width, device=hidden_states.device, dtype=torch.bfloat16)
+        if out is None:
+            out = torch.empty(M, width, device=hidden_states.device, dtype=torch.bfloat16)
+        elif (not isinstance(out, torch.Tensor) or out.dtype is not torch.bfloat16 or tuple(out.shape) != (M, width)
+              or out.device != hidden_states.device or not out.is_contiguous()):
+            got = f"{out.dtype} {tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise InputError(f"out: expected a contiguous bfloat16 ({M}, {width}) tensor on {hidden_states.device}, got {got}")
         P = M * k_top
         if P == 0:
             return out

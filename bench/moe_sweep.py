@@ -1,0 +1,75 @@
+"""mxfp4_moe tiling sweep on the issue's two goal shapes (R1 E257 d_expert 256 M=4: memory-bound;
+R1 E33 d_expert 2048 M=1024: matrix-bound) and gpt-oss M=1: every tiling is checked against
+the reference first, then timed (median of 20, input sets rotated past the L2).
+
+    python bench/moe_sweep.py [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import torch
+
+import portable
+from portable.bench import L2_FLUSH_BYTES
+from portable.calibrate import measure
+from portable.kernels.mxfp4_moe import SHAPES
+from portable.timing import time_gpu
+
+# (tiles, bm, bn, bk, warps, warps_m); 0 = the tiling's own value
+SWEEP = {
+    0: [("small", 0, 0, 0, 0, 0), ("small", 0, 0, 256, 0, 0), ("small", 0, 0, 512, 0, 0), ("small", 0, 64, 256, 0, 0),
+        ("small", 0, 32, 256, 8, 0), ("small", 32, 32, 256, 4, 2)],
+    5: [("large", 0, 0, 0, 0, 0), ("large", 128, 64, 128, 8, 4), ("large", 64, 128, 128, 8, 2), ("large", 64, 64, 256, 8, 2),
+        ("large", 128, 128, 128, 8, 2)],
+    6: [("small", 0, 0, 0, 0, 0), ("small", 0, 0, 256, 0, 0), ("small", 0, 0, 512, 0, 0)],
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--modes", default="a16w4,a4w4")
+    args = ap.parse_args()
+    ceilings = measure(0)
+    print("ceilings", json.dumps(ceilings))
+    rows = []
+    for index, tilings in SWEEP.items():
+        shape = SHAPES[index]
+        base = portable.load("mxfp4_moe")
+        cost = base.cost_of(shape)
+        sets = [base.make_inputs(shape, 0) for _ in range(max(1, min(4, -(-L2_FLUSH_BYTES // cost["bytes"]))))]
+        for mode in args.modes.split(","):
+            for tiles, bm, bn, bk, warps, wm in tilings:
+                label = f"{tiles} bm{bm} bn{bn} bk{bk} w{warps} wm{wm}"
+                try:
+                    k = portable.load("mxfp4_moe", mode=mode, tiles=tiles, bm=bm, bn=bn, bk=bk, warps=warps, warps_m=wm)
+                    ok, detail = k.verify(sets[0], k.run(sets[0]))
+                    cur = {"i": 0}
+
+                    def rotate(i):
+                        cur["i"] = i % len(sets)
+                    t = time_gpu(lambda: k.run(sets[cur["i"]]), repeats=20, rotate=rotate)["median_us"]
+                    rep = k.reports("sm_90a")
+                except portable.PortableError as e:
+                    rows.append({"shape": shape["model"] + f" M{shape['M']}", "mode": mode, "tiling": label, "error": str(e)[:90]})
+                    continue
+                rows.append({"shape": shape["model"] + f" M{shape['M']}", "mode": mode, "tiling": label, "ok": ok,
+                             "detail": detail, "us": t, "tbps": cost["bytes"] / t / 1e6, "tflops": cost["flops"] / t / 1e6,
+                             "regs": [r["registers"] for r in rep]})
+        del sets
+        torch.cuda.empty_cache()
+    json.dump({"ceilings": ceilings, "rows": rows}, open(os.path.join(args.out, "moe_sweep.json"), "w"), indent=1)
+    print(f"{'shape':<18}{'mode':<7}{'tiling':<34}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}  regs")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<34}{r['error']}")
+        else:
+            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<34}{str(r['ok']):<6}{r['us']:>9.1f}{r['tbps']:>7.3f}"
+                  f"{r['tflops']:>9.1f}  {r['regs']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""mxfp4_moe without a GPU: five-target compile with the issue's instruction checks, tiling
+data, argument errors before any launch."""
+import pytest
+
+import portable
+from portable.backends import clang_amdgpu, nvrtc
+from portable.kernels.mxfp4_moe import MXFP4MoE
+from portable.refs import make_moe_inputs
+
+from conftest import toolchain_or_skip
+
+# the matrix instruction class each target's GEMMs must show, per mode
+EXPECTED = {
+    ("sm_90a", "a16w4"): "hmma", ("sm_90a", "a4w4"): "hmma",
+    ("sm_100a", "a16w4"): "hmma", ("sm_100a", "a4w4"): "hmma",
+    ("sm_120a", "a16w4"): "hmma", ("sm_120a", "a4w4"): "block_scaled_mma",
+    ("gfx942", "a16w4"): "mfma", ("gfx942", "a4w4"): "mfma",
+    ("gfx950", "a16w4"): "mfma", ("gfx950", "a4w4"): "mfma_scale",
+}
+
+
+@pytest.mark.parametrize("tiles", ["small", "large"])
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+@pytest.mark.parametrize("target", portable.targets())
+def test_compiles_with_matrix_instructions_and_no_spills(target, mode, tiles):
+    toolchain_or_skip((nvrtc if target.startswith("sm_") else clang_amdgpu).available())
+    rows = portable.load("mxfp4_moe", mode=mode, tiles=tiles).reports(target)
+    assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"]
+    for r in rows:
+        instr = r["instructions"]
+        assert instr[EXPECTED[target, mode]] > 0, (r["kernel"], instr)
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0 and instr["local_memory"] == 0, r
+        assert r["smem_bytes"] <= portable.get_target(target).smem_per_block
+
+
+def test_fp4_path_comes_from_the_target_data():
+    assert MXFP4MoE(mode="a4w4").matrix_path("gfx950") == "mma4"
+    assert MXFP4MoE(mode="a4w4").matrix_path("gfx942") == "bf16"       # CDNA3: no FP4 matrix unit
+    assert MXFP4MoE(mode="a16w4").matrix_path("gfx950") == "bf16"      # bf16 activations: bf16 MMA
+    src = portable.render("mxfp4_moe", target="sm_120a", mode="a4w4")
+    assert "kind::mxf4.block_scale" in src
+    assert "kind::mxf4" not in portable.render("mxfp4_moe", target="sm_90a", mode="a4w4")
+
+
+def test_tile_choice_and_variants():
+    k = MXFP4MoE()
+    assert k.pick_tiles(4 * 9, 257, "sm_90a") == "small"
+    assert k.pick_tiles(1024 * 9, 33, "sm_90a") == "large"
+    assert k.variant("large") is k.variant("large") and k.variant("large").tiles("sm_90a")["bm"] == 64
+
+
+def test_errors_before_any_launch():
+    inp = make_moe_inputs(4, 4, 64, 32, 2, seed=0)
+    moe = portable.load("mxfp4_moe")
+    with pytest.raises(portable.InputError, match="hidden_states: expected a tensor on a GPU"):
+        moe(**inp)
+    with pytest.raises(portable.InputError, match="mode"):
+        portable.load("mxfp4_moe", mode="a8w8")
+    with pytest.raises(portable.InputError, match="topk_ids"):
+        moe(**dict(inp, topk_ids=inp["topk_ids"].long()))
