@@ -28,6 +28,25 @@ SWEEP = {
 }
 
 
+def profile(shape, sets) -> list:
+    """Each kernel's GPU time in one call (the default tiling), from the profiler's kernel records."""
+    out = []
+    for mode in ("a16w4", "a4w4"):
+        k = portable.load("mxfp4_moe", mode=mode)
+        k.run(sets[0])
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for i in range(10):
+                k.run(sets[i % len(sets)])
+            torch.cuda.synchronize()
+        times = {}
+        for e in prof.events():
+            if e.name.startswith("moe_"):
+                times[e.name] = times.get(e.name, 0.0) + e.device_time / 10
+        out.append({"shape": shape["model"] + f" M{shape['M']}", "mode": mode, "kernels_us": times})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -35,7 +54,7 @@ def main():
     args = ap.parse_args()
     ceilings = measure(0)
     print("ceilings", json.dumps(ceilings))
-    rows = []
+    rows, profiles = [], []
     for index, tilings in SWEEP.items():
         shape = SHAPES[index]
         base = portable.load("mxfp4_moe")
@@ -59,9 +78,13 @@ def main():
                 rows.append({"shape": shape["model"] + f" M{shape['M']}", "mode": mode, "tiling": label, "ok": ok,
                              "detail": detail, "us": t, "tbps": cost["bytes"] / t / 1e6, "tflops": cost["flops"] / t / 1e6,
                              "regs": [r["registers"] for r in rep]})
+        profiles += profile(shape, sets)
         del sets
         torch.cuda.empty_cache()
-    json.dump({"ceilings": ceilings, "rows": rows}, open(os.path.join(args.out, "moe_sweep.json"), "w"), indent=1)
+    json.dump({"ceilings": ceilings, "rows": rows, "profiles": profiles},
+              open(os.path.join(args.out, "moe_sweep.json"), "w"), indent=1)
+    for p in profiles:
+        print(p["shape"], p["mode"], "  ".join(f"{name} {us:.1f}us" for name, us in p["kernels_us"].items()))
     print(f"{'shape':<18}{'mode':<7}{'tiling':<34}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}  regs")
     for r in rows:
         if "error" in r:

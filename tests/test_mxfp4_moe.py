@@ -12,7 +12,7 @@ from conftest import toolchain_or_skip
 # the matrix instruction class each target's GEMMs must show, per mode
 EXPECTED = {
     ("sm_90a", "a16w4"): "hmma", ("sm_90a", "a4w4"): "hmma",
-    ("sm_100a", "a16w4"): "hmma", ("sm_100a", "a4w4"): "hmma",
+    ("sm_100a", "a16w4"): "hmma", ("sm_100a", "a4w4"): "block_scaled_mma",
     ("sm_120a", "a16w4"): "hmma", ("sm_120a", "a4w4"): "block_scaled_mma",
     ("gfx942", "a16w4"): "mfma", ("gfx942", "a4w4"): "mfma",
     ("gfx950", "a16w4"): "mfma", ("gfx950", "a4w4"): "mfma_scale",

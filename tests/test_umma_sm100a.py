@@ -110,8 +110,6 @@ def test_umma_mxf4_compiles_to_block_scaled_utc_mma(n, bk):
     assert report["instructions"]["tcgen05"] == c["tcgen05"]
 
 
-@pytest.mark.xfail(strict=False, reason="targets.toml block_scaled_mma expects a .BLOCK/.SCALE suffix; "
-                   "nvdisasm prints block-scaled tcgen05.mma as plain UTCOMMA (see BLOCK_SCALED_UTC_MMA)")
 def test_targets_toml_counts_the_block_scaled_utc_mma():
     toolchain_or_skip(nvrtc.available())
     b = nvrtc.compile(PRELUDE + header() + "#define TEST_N 64\n#define TEST_BK 128\n" + KERNEL, "sm_100a", {})

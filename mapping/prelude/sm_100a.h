@@ -224,7 +224,8 @@ __device__ __forceinline__ void umma_stage_scales(unsigned dst, const unsigned c
 
 // ---- interface ---------------------------------------------------------------------------------
 
-// All 128 threads, once per kernel: mbarrier init (thread 0), TMEM allocation (warp 0).
+// All 128 threads, once per kernel (umma_release gives up the allocation permit): mbarrier init
+// (thread 0), TMEM allocation (warp 0). Blocks launched with 128 threads exactly.
 template <int N, int BK>
 __device__ void umma_init(umma_state& st, unsigned char* scratch) {
     typedef umma_cfg<N, BK> C;
@@ -250,7 +251,9 @@ __device__ void umma_init(umma_state& st, unsigned char* scratch) {
     st.scratch = base;
 }
 
-// All 128 threads: C (+)= A x B^T over one BK slice (accumulate = false overwrites C).
+// All 128 threads: C (+)= A x B^T over one BK slice (accumulate = false overwrites C). The tiles
+// must be complete (caller's __syncthreads) on entry; on return the MMAs have completed, so the
+// caller may overwrite sA4/sAs/sB4/sBs and call umma_store or the next step.
 template <int N, int BK>
 __device__ void umma_mxf4_step(umma_state& st, const unsigned char* sA4, int lda, const unsigned char* sAs, int ldas,
                                const unsigned char* sB4, int ldb, const unsigned char* sBs, int ldbs, bool accumulate) {
@@ -299,7 +302,8 @@ __device__ void umma_mxf4_step(umma_state& st, const unsigned char* sA4, int lda
     umma_fence_after();
 }
 
-// All 128 threads: warp w reads TMEM lanes [32w, 32w + 32) = rows of C, 16 columns at a time.
+// All 128 threads: warp w reads TMEM lanes [32w, 32w + 32) = rows of C, 16 columns at a time
+// (tcgen05.ld.32x32b.x16 + tcgen05.wait::ld). Ends with __syncthreads: sC is complete on return.
 template <int N>
 __device__ void umma_store(umma_state& st, float* sC, int ldc) {
     const int w = threadIdx.x >> 5, row = threadIdx.x;

@@ -66,13 +66,13 @@ class MXFP4MoE(Kernel):
     def tiles(self, target: str) -> dict:
         table = tiling(self.NAME, target)
         kind = "small" if self.params["tiles"] == "auto" else self.params["tiles"]
-        t = dict(table[kind])
+        t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
         t.update({k: self.params[k] for k in TILE_FIELDS if self.params[k]})
         return t
 
     def matrix_path(self, target: str) -> str:
         """"bf16" (operands decoded to bf16 for the target's bf16 instruction) or the target's FP4
-        matrix path for a4w4 ("mma4": block-scaled FP4 from warp fragments)."""
+        matrix path for a4w4 ("mma4": block-scaled FP4 from warp fragments; "umma": tcgen05)."""
         return get_target(target).limits.get("fp4_matrix", "bf16") if self.params["mode"] == "a4w4" else "bf16"
 
     def variant(self, tiles: str) -> "MXFP4MoE":
@@ -88,23 +88,26 @@ class MXFP4MoE(Kernel):
         the template and dynamic_smem read it from."""
         t = self.tiles(target)
         bm, bn, bk = t["bm"], t["bn"], t["bk"]
-        native = self.matrix_path(target) != "bf16"
+        path = self.matrix_path(target)
         out = {}
         for which, nb in ((1, 2 * bn), (2, bn)):
             lda, lda4, ldc = bk + 8, bk // 2 + 16, nb + 4
-            if native:
-                a = bm * lda4
-                off_as = a
+            off_scratch = 0
+            if path != "bf16":
+                off_as = bm * lda4
                 off_b = _align(off_as + bm * (bk // 32))
                 off_bs = off_b + nb * lda4
                 operands = off_bs + nb * (bk // 32)
+                if path == "umma":
+                    off_scratch = _align(operands, 128)
+                    operands = off_scratch + umma_scratch_bytes(nb, bk)
             else:
                 off_as = off_bs = 0
                 off_b = bm * lda * 2
                 operands = off_b + nb * lda * 2
             off_rows = _align(max(operands, bm * ldc * 4))
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
-                          "off_rows": off_rows, "bytes": off_rows + bm * 4}
+                          "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_rows + bm * 4}
         return out
 
     def template_context(self, target):
@@ -114,13 +117,17 @@ class MXFP4MoE(Kernel):
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
-        if bm % (16 * wm) or warps % wm:
-            problems.append(f"bm = {bm} must split into warps_m = {wm} groups of 16-row tiles")
         if bn % 32 or bk % 128:
             problems.append("bn must be a multiple of 32 and bk of 128 (whole MX blocks, either FP4 instruction)")
-        for nb in (2 * bn, bn):
-            if nb % (wn * mma_n):
-                problems.append(f"{nb} columns do not split over {wn} warps of {mma_n}-wide instructions")
+        if self.matrix_path(target) == "umma":         # one 128-row tcgen05 MMA a block, 4 warps
+            if bm != 128 or warps != 4 or 2 * bn > 256:
+                problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
+        else:
+            if bm % (16 * wm) or warps % wm:
+                problems.append(f"bm = {bm} must split into warps_m = {wm} groups of 16-row tiles")
+            for nb in (2 * bn, bn):
+                if nb % (wn * mma_n):
+                    problems.append(f"{nb} columns do not split over {wn} warps of {mma_n}-wide instructions")
         layout = self.layout(target)
         smem = max(v["bytes"] for v in layout.values())
         if smem > tgt.smem_per_block:
@@ -274,6 +281,13 @@ def _routing(shape: dict):
     """The shape's routing, drawn on the CPU from a fixed seed."""
     gen = torch.Generator().manual_seed(shape["M"] * 1009 + shape["E"])
     return ref.make_routing(shape["M"], shape["E"], shape["topk"], gen, shared_experts=shape["shared"])
+
+
+def umma_scratch_bytes(n: int, bk: int) -> int:
+    """Shared bytes umma_mxf4_step re-lays the tiles into (umma_cfg::BYTES in mapping/prelude/sm_100a.h):
+    A 128 x bk and B n x bk E2M1 in core matrices, plus 512-byte scale blocks and an mbarrier."""
+    kc, rb = -(-bk // 128), -(-n // 128)
+    return 64 * bk + n * bk // 2 + 512 * kc * (1 + rb) + 16
 
 
 def _align(n: int, to: int = 16) -> int:

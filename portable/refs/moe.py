@@ -257,7 +257,8 @@ def _check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, 
         raise InputError(f"topk_ids: expected {M} rows like hidden_states, got shape {tuple(topk_ids.shape)}")
     if check_ids and topk_ids.numel() and not (0 <= int(topk_ids.min()) and int(topk_ids.max()) < E):
         raise InputError(f"topk_ids: expected expert ids in [0, {E}), got [{int(topk_ids.min())}, {int(topk_ids.max())}]")
-    devices = {t.device for t in (hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids)}
-    if len(devices) > 1:
-        raise InputError(f"inputs: expected all tensors on one device, got {sorted(map(str, devices))}")
+    for name, t in (("w13", w13), ("w13_scale", w13_scale), ("w2", w2), ("w2_scale", w2_scale),
+                    ("topk_weights", topk_weights), ("topk_ids", topk_ids)):
+        if t.device != hidden_states.device:
+            raise InputError(f"{name}: expected a tensor on {hidden_states.device} like hidden_states, got {t.device}")
     return _Sizes(E, Dh, De, d_hidden, d_expert)
