@@ -42,7 +42,7 @@ def profile(shape, sets) -> list:
         times = {}
         for e in prof.events():
             if e.name.startswith("moe_"):
-                times[e.name] = times.get(e.name, 0.0) + e.device_time / 10
+                times[e.name] = times.get(e.name, 0.0) + getattr(e, "device_time", getattr(e, "cuda_time", 0.0)) / 10
         out.append({"shape": shape["model"] + f" M{shape['M']}", "mode": mode, "kernels_us": times})
     return out
 
