@@ -4,7 +4,8 @@
     out = moe(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids,
               d_hidden=7168, d_expert=256)
 
-Four launches on torch's current stream, no host sync once the ids are checked:
+Four launches on torch's current stream (five for a4w4 without FP4 matrix units: x is
+rounded through MXFP4 once first), no host sync once the ids are checked:
 moe_route (pairs -> expert-ordered tiles) -> moe_gemm1 (gate/up, SwiGLU) -> moe_gemm2 (down,
 times the routing weight) -> moe_combine (sum of each token's slots in slot order: the result
 is the same bit for bit on every run, no atomics). Weights stay FP4 + E8M0 in memory; they are
@@ -58,6 +59,7 @@ class MXFP4MoE(Kernel):
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr"),
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
+        "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
     }
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"mode": m} for m in ref.MODES]
@@ -212,8 +214,14 @@ class MXFP4MoE(Kernel):
         layout = self.layout(launcher.target)
         launcher.launch_other("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
                               (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr()))
+        x, x_stride = hidden_states, width
+        if self.params["mode"] == "a4w4" and self.matrix_path(launcher.target) == "bf16":
+            x_stride = -(-s.d_hidden // MX_BLOCK) * MX_BLOCK         # x rounded through MXFP4 once
+            x = torch.empty(M, x_stride, device=dev, dtype=torch.bfloat16)
+            launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
+                                  (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride))
         launcher((max_tiles, -(-s.d_expert // bn), 1), (threads, 1, 1), layout[1]["bytes"],
-                 (hidden_states.data_ptr(), width, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
+                 (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
                   s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, hbuf.data_ptr()))
         launcher.launch_other("moe_gemm2", (max_tiles, -(-width // bn), 1), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
