@@ -46,7 +46,8 @@ def test_tile_choice_and_variants():
     k = MXFP4MoE()
     assert k.pick_tiles(4 * 9, 257, "sm_90a") == "small"
     assert k.pick_tiles(1024 * 9, 33, "sm_90a") == "large"
-    assert k.variant("large") is k.variant("large") and k.variant("large").tiles("sm_90a")["bm"] == 64
+    assert k.variant("large") is k.variant("large") and k.variant("large").tiles("sm_90a")["bm"] == 128
+    assert k.variant("large").tiles("gfx942")["bm"] == 64            # 64 KB of LDS
 
 
 def test_errors_before_any_launch():
