@@ -151,10 +151,9 @@ class MXFP4MoE(Kernel):
     def reports(self, target: str) -> list[dict]:
         """Both GEMMs (the route and combine kernels have no matrix work)."""
         from ..report import static_report
-        binary = self.binary(target)
-        threads = self.block_threads(target)
-        return [static_report(binary, "moe_gemm1", threads, self.dynamic_smem(target)),
-                static_report(binary, "moe_gemm2", threads, self.layout(target)[2]["bytes"])]
+        gemm2 = static_report(self.binary(target), "moe_gemm2", self.block_threads(target),
+                              self.entry_smem(target)["moe_gemm2"])
+        return [self.report(target), gemm2]
 
     # --- call ---------------------------------------------------------------------------
     def __call__(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, *,
