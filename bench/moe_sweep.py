@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 
 import torch
 
 import portable
-from portable.bench import L2_FLUSH_BYTES
+from portable.bench import L2_FLUSH_BYTES, _time_rotating
 from portable.calibrate import measure
 from portable.kernels.mxfp4_moe import SHAPES
-from portable.timing import time_gpu
 
 # (tiles, bm, bn, bk, warps, warps_m); 0 = the tiling's own value
 SWEEP = {
@@ -66,11 +66,7 @@ def main():
                 try:
                     k = portable.load("mxfp4_moe", mode=mode, tiles=tiles, bm=bm, bn=bn, bk=bk, warps=warps, warps_m=wm)
                     ok, detail = k.verify(sets[0], k.run(sets[0]))
-                    cur = {"i": 0}
-
-                    def rotate(i):
-                        cur["i"] = i % len(sets)
-                    t = time_gpu(lambda: k.run(sets[cur["i"]]), repeats=20, rotate=rotate)["median_us"]
+                    t = statistics.median(_time_rotating(k.run, sets, 20))
                     rep = k.reports("sm_90a")
                 except portable.PortableError as e:
                     rows.append({"shape": shape["model"] + f" M{shape['M']}", "mode": mode, "tiling": label, "error": str(e)[:90]})
