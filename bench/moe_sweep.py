@@ -20,11 +20,10 @@ from portable.kernels.mxfp4_moe import SHAPES
 
 # (tiles, bm, bn, bk, warps, warps_m); 0 = the tiling's own value
 SWEEP = {
-    0: [("small", 0, 0, 0, 0, 0), ("small", 0, 0, 256, 0, 0), ("small", 0, 0, 512, 0, 0), ("small", 0, 64, 256, 0, 0),
-        ("small", 0, 32, 256, 8, 0), ("small", 32, 32, 256, 4, 2)],
-    5: [("large", 0, 0, 0, 0, 0), ("large", 128, 64, 128, 8, 4), ("large", 64, 128, 128, 8, 2), ("large", 64, 64, 256, 8, 2),
-        ("large", 128, 128, 128, 8, 2)],
-    6: [("small", 0, 0, 0, 0, 0), ("small", 0, 0, 256, 0, 0), ("small", 0, 0, 512, 0, 0)],
+    0: [("skinny", 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 8, 0), ("skinny", 16, 0, 0, 0, 0), ("small", 0, 0, 0, 0, 0)],
+    1: [("skinny", 0, 0, 0, 0, 0), ("skinny", 16, 0, 0, 0, 0), ("small", 0, 0, 0, 0, 0)],
+    5: [("large", 0, 0, 0, 0, 0), ("large", 64, 128, 128, 8, 2)],
+    6: [("skinny", 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 8, 0), ("small", 0, 0, 0, 0, 0)],
 }
 
 

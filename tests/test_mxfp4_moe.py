@@ -19,12 +19,17 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("tiles", ["small", "large"])
+@pytest.mark.parametrize("tiles", ["skinny", "small", "large"])
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 @pytest.mark.parametrize("target", portable.targets())
 def test_compiles_with_matrix_instructions_and_no_spills(target, mode, tiles):
     toolchain_or_skip((nvrtc if target.startswith("sm_") else clang_amdgpu).available())
-    rows = portable.load("mxfp4_moe", mode=mode, tiles=tiles).reports(target)
+    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles)
+    if tiles == "skinny" and moe.matrix_path(target) != "bf16":     # FP4 instructions take "small"
+        with pytest.raises(portable.InputError, match="tiles: 'skinny'"):
+            moe.tiles(target)
+        return
+    rows = moe.reports(target)
     assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"]
     for r in rows:
         instr = r["instructions"]
@@ -44,7 +49,9 @@ def test_fp4_path_comes_from_the_target_data():
 
 def test_tile_choice_and_variants():
     k = MXFP4MoE()
-    assert k.pick_tiles(4 * 9, 257, "sm_90a") == "small"
+    assert k.pick_tiles(4 * 9, 257, "sm_90a") == "skinny"
+    assert MXFP4MoE(mode="a4w4").pick_tiles(4 * 9, 257, "sm_90a") == "skinny"     # bf16 path
+    assert MXFP4MoE(mode="a4w4").pick_tiles(4 * 9, 257, "sm_120a") == "small"     # FP4 instructions
     assert k.pick_tiles(1024 * 9, 33, "sm_90a") == "large"
     assert k.variant("large") is k.variant("large") and k.variant("large").tiles("sm_90a")["bm"] == 128
     assert k.variant("large").tiles("gfx942")["bm"] == 64            # 64 KB of LDS

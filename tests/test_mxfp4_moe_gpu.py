@@ -41,7 +41,7 @@ def test_matches_reference(case, mode):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("tiles", ["small", "large"])
+@pytest.mark.parametrize("tiles", ["skinny", "small", "large"])
 def test_both_tilings_and_bitwise_repeatable(mode, tiles):
     inp = make_moe_inputs(96, 10, 1024, 512, 4, seed=torch.seed() % (1 << 31), device="cuda", shared_experts=1)
     moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles)

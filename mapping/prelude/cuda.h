@@ -69,6 +69,30 @@ __device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_
                  : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
 }
 
+// ---- skinny (swap-AB) operands: weight rows are the A rows, built in registers, so FP4 weights
+// go global -> registers -> matrix unit with no shared-memory pass. Over a 128-deep K block a
+// lane holds the 32 consecutive K values (one MX block) at 32 * sk_quad() of each of its SK_ROWS
+// A rows; k-step s takes pairs 2s (slot 0) and 2s + 1 (slot 1) of them. The B operand (the
+// activations) uses the same K order: the lane's column sk_col(), K values 32 * quad + 4s .. +3.
+#define SK_ROWS 2
+__device__ __forceinline__ int sk_quad() { return (int)(mma_lane() & 3u); }
+__device__ __forceinline__ int sk_col() { return (int)(mma_lane() >> 2); }
+__device__ __forceinline__ int sk_row(int j) { return (int)(mma_lane() >> 2) + 8 * j; }
+__device__ __forceinline__ frag_a sk_frag_a(const unsigned (&slot0)[SK_ROWS], const unsigned (&slot1)[SK_ROWS]) {
+    frag_a a;
+    a.x[0] = slot0[0]; a.x[1] = slot0[1]; a.x[2] = slot1[0]; a.x[3] = slot1[1];
+    return a;
+}
+__device__ __forceinline__ frag_b sk_frag_b(unsigned slot0, unsigned slot1) {
+    frag_b b;
+    b.x[0] = slot0; b.x[1] = slot1;
+    return b;
+}
+// GEMM1 puts gate and up rows of one feature where accumulator elements i and i + 2 of a lane
+// meet: rows g (gate) and g + 8 (up) of the 16-row tile.
+__device__ __forceinline__ int sk_up(int row) { return row >> 3; }
+__device__ __forceinline__ int sk_feature(int row) { return row & 7; }
+
 // Four OCP e4m3fn bytes -> four bf16 (lo: bytes 0-1, hi: bytes 2-3), exact: the fp8 pair
 // converter (sm_89+) to f16x2, then through f32 to packed bf16.
 __device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsigned& hi) {

@@ -45,6 +45,27 @@ __device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_
     c.v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, c.v, 0, 0, 0);
 }
 
+// ---- skinny (swap-AB) operands: weight rows are the A rows, built in registers (see cuda.h for
+// the K order). A lane holds one A row (r) and one B column (r); its K quarter is q.
+#define SK_ROWS 1
+__device__ __forceinline__ int sk_quad() { return (int)(mma_lane() >> 4); }
+__device__ __forceinline__ int sk_col() { return (int)(mma_lane() & 15u); }
+__device__ __forceinline__ int sk_row(int j) { return (int)(mma_lane() & 15u) + 16 * j; }
+__device__ __forceinline__ frag_a sk_frag_a(const unsigned (&slot0)[SK_ROWS], const unsigned (&slot1)[SK_ROWS]) {
+    frag_a a;
+    a.x = (mma_bf16x4){(short)(slot0[0] & 0xffffu), (short)(slot0[0] >> 16), (short)(slot1[0] & 0xffffu), (short)(slot1[0] >> 16)};
+    return a;
+}
+__device__ __forceinline__ frag_b sk_frag_b(unsigned slot0, unsigned slot1) {
+    frag_b b;
+    b.x = (mma_bf16x4){(short)(slot0 & 0xffffu), (short)(slot0 >> 16), (short)(slot1 & 0xffffu), (short)(slot1 >> 16)};
+    return b;
+}
+// GEMM1's gate/up rows meet in accumulator elements i and i + 2 of a lane: rows 4q + i and
+// 4q + i + 2, so bit 1 of the row says up, the others the feature.
+__device__ __forceinline__ int sk_up(int row) { return (row >> 1) & 1; }
+__device__ __forceinline__ int sk_feature(int row) { return ((row >> 2) << 1) | (row & 1); }
+
 // Four OCP e4m3fn bytes -> four bf16 (lo: bytes 0-1, hi: bytes 2-3), exact.
 __device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsigned& hi) {
 #if defined(__gfx950__)

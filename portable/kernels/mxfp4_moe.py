@@ -44,11 +44,12 @@ class MXFP4MoE(Kernel):
     ENTRY = "moe_gemm1"
     PARAMS = {
         "mode": Choice(ref.MODES, "a16w4"),
-        # rows a tile: "small" for decode-sized batches, "large" for prefill; "auto" picks per
-        # call from the pairs per expert (targets.toml [tiling.mxfp4_moe.TARGET.small|large])
-        "tiles": Choice(("auto", "small", "large"), "auto"),
+        # rows a tile: "skinny" (weights as the A operand, straight from registers) or "small"
+        # for decode-sized batches, "large" for prefill; "auto" picks per call from the pairs per
+        # expert (targets.toml [tiling.mxfp4_moe.TARGET.skinny|small|large])
+        "tiles": Choice(("auto", "skinny", "small", "large"), "auto"),
         # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
-        "bm": Choice((0, 16, 32, 64, 128), 0),
+        "bm": Choice((0, 8, 16, 32, 64, 128), 0),
         "bn": Choice((0, 32, 64, 128), 0),
         "bk": Choice((0, 128, 256, 512), 0),
         "warps": Choice((0, 4, 8), 0),
@@ -67,7 +68,10 @@ class MXFP4MoE(Kernel):
     # --- per target ---------------------------------------------------------------------
     def tiles(self, target: str) -> dict:
         table = tiling(self.NAME, target)
-        kind = "small" if self.params["tiles"] == "auto" else self.params["tiles"]
+        kind = self.small_kind(target) if self.params["tiles"] == "auto" else self.params["tiles"]
+        if kind == "skinny" and self.small_kind(target) != "skinny":
+            raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
+                             f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
         t.update({k: self.params[k] for k in TILE_FIELDS if self.params[k]})
         return t
@@ -76,6 +80,14 @@ class MXFP4MoE(Kernel):
         """"bf16" (operands decoded to bf16 for the target's bf16 instruction) or the target's FP4
         matrix path for a4w4 ("mma4": block-scaled FP4 from warp fragments; "umma": tcgen05)."""
         return get_target(target).limits.get("fp4_matrix", "bf16") if self.params["mode"] == "a4w4" else "bf16"
+
+    def small_kind(self, target: str) -> str:
+        """The tiling for decode-sized batches: "skinny" where the target has one and the call
+        multiplies bf16 (the FP4 instruction paths take "small")."""
+        return "skinny" if "skinny" in tiling(self.NAME, target) and self.matrix_path(target) == "bf16" else "small"
+
+    def skinny(self, target: str) -> bool:
+        return self.params["tiles"] == "skinny" or (self.params["tiles"] == "auto" and self.small_kind(target) == "skinny")
 
     def variant(self, tiles: str) -> "MXFP4MoE":
         if self.params["tiles"] == tiles:
@@ -89,6 +101,8 @@ class MXFP4MoE(Kernel):
         """Shared-memory layout of both GEMMs (byte offsets and leading dimensions): the one place
         the template and dynamic_smem read it from."""
         t = self.tiles(target)
+        if self.skinny(target):                      # static shared memory only
+            return {1: {"bytes": 0}, 2: {"bytes": 0}}
         bm, bn, bk = t["bm"], t["bn"], t["bk"]
         path = self.matrix_path(target)
         out = {}
@@ -116,6 +130,12 @@ class MXFP4MoE(Kernel):
         t = self.tiles(target)
         tgt = get_target(target)
         mma_n = tgt.mma_shape[1]
+        if self.skinny(target):
+            if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
+                raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
+                                 f"(the instruction's N) and 1, 2, 4 or 8 warps")
+            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "BN": 8, "BK": 128,
+                    "WARPS": t["warps"], "WARPS_M": 1, "E_MAX": E_MAX, "LAYOUT": self.layout(target)}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -136,7 +156,7 @@ class MXFP4MoE(Kernel):
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
-        return {"MODE": self.params["mode"], "MMA_PATH": self.matrix_path(target), "BM": bm, "BN": bn, "BK": bk,
+        return {"MODE": self.params["mode"], "MMA_PATH": self.matrix_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BK": bk,
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
     def block_threads(self, target):
@@ -194,12 +214,12 @@ class MXFP4MoE(Kernel):
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
         """Large tiles once the average expert gets enough rows to fill them (no host sync: the
         average over all experts, not the touched ones)."""
-        return "large" if pairs / experts >= tiling(self.NAME, target)["large_from_rows"] else "small"
+        return "large" if pairs / experts >= tiling(self.NAME, target)["large_from_rows"] else self.small_kind(target)
 
     def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
         launcher = self.launcher(hidden_states)
         t = self.tiles(launcher.target)
-        bm, bn = t["bm"], t["bn"]
+        bm, bn = t["bm"], t.get("bn", 8)
         dev = hidden_states.device
         M, width = hidden_states.shape
         k_top = topk_ids.shape[1]
@@ -219,10 +239,19 @@ class MXFP4MoE(Kernel):
             x = torch.empty(M, x_stride, device=dev, dtype=torch.bfloat16)
             launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride))
-        launcher((max_tiles, -(-s.d_expert // bn), 1), (threads, 1, 1), layout[1]["bytes"],
+        skinny = self.skinny(launcher.target)
+        # skinny: gemm1 blocks of 8 features, gemm2 blocks of 16 output rows a warp
+        grid1 = -(-s.d_expert // 8) if skinny else -(-s.d_expert // bn)
+        grid2 = -(-width // (16 * t["warps"])) if skinny else -(-width // bn)
+        launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
                  (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
                   s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, hbuf.data_ptr()))
-        launcher.launch_other("moe_gemm2", (max_tiles, -(-width // bn), 1), (threads, 1, 1), layout[2]["bytes"],
+        if skinny and self.params["mode"] == "a4w4":      # h rounded through MXFP4 (from its bf16 values)
+            hq = torch.empty_like(hbuf)
+            launcher.launch_other("moe_quantize_x", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
+                                  (hbuf.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hq.data_ptr(), s.De))
+            hbuf = hq
+        launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
                                ybuf.data_ptr()))
