@@ -18,12 +18,12 @@ from portable.bench import L2_FLUSH_BYTES, _time_rotating
 from portable.calibrate import measure
 from portable.kernels.mxfp4_moe import SHAPES
 
-# (tiles, bm, bn, bk, warps, warps_m); 0 = the tiling's own value
+# (tiles, bm, bn, bk, warps, warps_m, ahead); 0 = the tiling's own value
 SWEEP = {
-    0: [("skinny", 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 8, 0), ("skinny", 16, 0, 0, 0, 0), ("small", 0, 0, 0, 0, 0)],
-    1: [("skinny", 0, 0, 0, 0, 0), ("skinny", 16, 0, 0, 0, 0), ("small", 0, 0, 0, 0, 0)],
-    5: [("large", 0, 0, 0, 0, 0), ("large", 64, 128, 128, 8, 2)],
-    6: [("skinny", 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 8, 0), ("small", 0, 0, 0, 0, 0)],
+    0: [("skinny", 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 1), ("skinny", 0, 0, 0, 0, 0, 2),
+        ("skinny", 0, 0, 0, 8, 0, 0), ("small", 0, 0, 0, 0, 0, 0)],
+    1: [("skinny", 0, 0, 0, 0, 0, 0), ("skinny", 16, 0, 0, 0, 0, 0), ("small", 0, 0, 0, 0, 0, 0)],
+    6: [("skinny", 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 2), ("small", 0, 0, 0, 0, 0, 0)],
 }
 
 
@@ -60,10 +60,11 @@ def main():
         cost = base.cost_of(shape)
         sets = [base.make_inputs(shape, 0) for _ in range(max(1, min(4, -(-L2_FLUSH_BYTES // cost["bytes"]))))]
         for mode in args.modes.split(","):
-            for tiles, bm, bn, bk, warps, wm in tilings:
-                label = f"{tiles} bm{bm} bn{bn} bk{bk} w{warps} wm{wm}"
+            for tiles, bm, bn, bk, warps, wm, ahead in tilings:
+                label = f"{tiles} bm{bm} bn{bn} bk{bk} w{warps} wm{wm} a{ahead}"
                 try:
-                    k = portable.load("mxfp4_moe", mode=mode, tiles=tiles, bm=bm, bn=bn, bk=bk, warps=warps, warps_m=wm)
+                    k = portable.load("mxfp4_moe", mode=mode, tiles=tiles, bm=bm, bn=bn, bk=bk, warps=warps, warps_m=wm,
+                                      ahead=ahead)
                     ok, detail = k.verify(sets[0], k.run(sets[0]))
                     t = statistics.median(_time_rotating(k.run, sets, 20))
                     rep = k.reports("sm_90a")

@@ -86,3 +86,21 @@ __device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsign
     hi = f32x2_to_bf16x2_rn(2.0f * b[0], 2.0f * b[1]);
 #endif
 }
+
+// ---- MXFP4 decode (interface as in cuda.h): each code's sign and magnitude bits go where fp32
+// keeps them (value x 2^-126, exact), then two multiplies and one pack; exact.
+__device__ __forceinline__ unsigned e8m0_to_bf16x2(unsigned code) {
+    const unsigned b = code == 255u ? 0x7fc0u : code == 0u ? 0x0040u : code << 7;
+    return b | (b << 16);
+}
+__device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, unsigned& w0, unsigned& w1) {
+    const float scale = __uint_as_float(scale2 << 16);
+    float v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const unsigned c = h >> (4 * i);
+        v[i] = __uint_as_float(((c & 0x8u) << 28) | ((c & 0x7u) << 22)) * 0x1p126f * scale;
+    }
+    w0 = f32x2_to_bf16x2_rn(v[0], v[1]);
+    w1 = f32x2_to_bf16x2_rn(v[2], v[3]);
+}

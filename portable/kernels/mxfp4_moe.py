@@ -54,6 +54,7 @@ class MXFP4MoE(Kernel):
         "bk": Choice((0, 128, 256, 512), 0),
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
+        "ahead": Choice((0, 1, 2, 3, 4), 0),       # skinny: K slices of weights in flight a lane
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr")
     OTHER_ENTRIES = {
@@ -61,6 +62,7 @@ class MXFP4MoE(Kernel):
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr"),
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
+        "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
     }
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"mode": m} for m in ref.MODES]
@@ -73,7 +75,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead",) if self.params[k]})
         return t
 
     def matrix_path(self, target: str) -> str:
@@ -134,7 +136,7 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
-            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "BN": 8, "BK": 128,
+            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": t["ahead"], "BM": t["bm"], "BN": 8, "BK": 128,
                     "WARPS": t["warps"], "WARPS_M": 1, "E_MAX": E_MAX, "LAYOUT": self.layout(target)}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
@@ -243,14 +245,14 @@ class MXFP4MoE(Kernel):
         # skinny: gemm1 blocks of 8 features, gemm2 blocks of 16 output rows a warp
         grid1 = -(-s.d_expert // 8) if skinny else -(-s.d_expert // bn)
         grid2 = -(-width // (16 * t["warps"])) if skinny else -(-width // bn)
+        quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
+        h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
                  (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, hbuf.data_ptr()))
-        if skinny and self.params["mode"] == "a4w4":      # h rounded through MXFP4 (from its bf16 values)
-            hq = torch.empty_like(hbuf)
-            launcher.launch_other("moe_quantize_x", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
-                                  (hbuf.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hq.data_ptr(), s.De))
-            hbuf = hq
+                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr()))
+        if quantize_h:
+            launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
+                                  (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()))
         launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
