@@ -18,12 +18,13 @@ from portable.bench import L2_FLUSH_BYTES, _time_rotating
 from portable.calibrate import measure
 from portable.kernels.mxfp4_moe import SHAPES
 
-# (tiles, bm, bn, bk, warps, warps_m, ahead); 0 = the tiling's own value
+# (tiles, bm, bn, bk, warps, warps_m, ahead, mtiles); 0 = the tiling's own value
 SWEEP = {
-    0: [("skinny", 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 1), ("skinny", 0, 0, 0, 0, 0, 2),
-        ("skinny", 0, 0, 0, 8, 0, 0), ("small", 0, 0, 0, 0, 0, 0)],
-    1: [("skinny", 0, 0, 0, 0, 0, 0), ("skinny", 16, 0, 0, 0, 0, 0), ("small", 0, 0, 0, 0, 0, 0)],
-    6: [("skinny", 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 2), ("small", 0, 0, 0, 0, 0, 0)],
+    0: [("skinny", 0, 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 2, 0), ("skinny", 0, 0, 0, 0, 0, 0, 2),
+        ("skinny", 0, 0, 0, 0, 0, 0, 8), ("skinny", 0, 0, 0, 8, 0, 0, 0), ("small", 0, 0, 0, 0, 0, 0, 0)],
+    1: [("skinny", 0, 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 0, 1), ("small", 0, 0, 0, 0, 0, 0, 0)],
+    5: [("large", 0, 0, 0, 0, 0, 0, 0)],
+    6: [("skinny", 0, 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 2, 2), ("small", 0, 0, 0, 0, 0, 0, 0)],
 }
 
 
@@ -60,11 +61,11 @@ def main():
         cost = base.cost_of(shape)
         sets = [base.make_inputs(shape, 0) for _ in range(max(1, min(4, -(-L2_FLUSH_BYTES // cost["bytes"]))))]
         for mode in args.modes.split(","):
-            for tiles, bm, bn, bk, warps, wm, ahead in tilings:
-                label = f"{tiles} bm{bm} bn{bn} bk{bk} w{warps} wm{wm} a{ahead}"
+            for tiles, bm, bn, bk, warps, wm, ahead, mtiles in tilings:
+                label = f"{tiles} bm{bm} bn{bn} bk{bk} w{warps} wm{wm} a{ahead} mt{mtiles}"
                 try:
                     k = portable.load("mxfp4_moe", mode=mode, tiles=tiles, bm=bm, bn=bn, bk=bk, warps=warps, warps_m=wm,
-                                      ahead=ahead)
+                                      ahead=ahead, mtiles=mtiles)
                     ok, detail = k.verify(sets[0], k.run(sets[0]))
                     t = statistics.median(_time_rotating(k.run, sets, 20))
                     rep = k.reports("sm_90a")

@@ -55,6 +55,7 @@ class MXFP4MoE(Kernel):
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
         "ahead": Choice((0, 1, 2, 3, 4), 0),       # skinny: K slices of weights in flight a lane
+        "mtiles": Choice((0, 1, 2, 4, 8), 0),      # skinny: 16-row tiles of output rows a gemm2 warp
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr")
     OTHER_ENTRIES = {
@@ -75,7 +76,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead",) if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead", "mtiles") if self.params[k]})
         return t
 
     def matrix_path(self, target: str) -> str:
@@ -136,7 +137,7 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
-            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": t["ahead"], "BM": t["bm"], "BN": 8, "BK": 128,
+            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": t["ahead"], "SK_MTILES": t["mtiles"], "BM": t["bm"], "BN": 8, "BK": 128,
                     "WARPS": t["warps"], "WARPS_M": 1, "E_MAX": E_MAX, "LAYOUT": self.layout(target)}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
@@ -244,7 +245,7 @@ class MXFP4MoE(Kernel):
         skinny = self.skinny(launcher.target)
         # skinny: gemm1 blocks of 8 features, gemm2 blocks of 16 output rows a warp
         grid1 = -(-s.d_expert // 8) if skinny else -(-s.d_expert // bn)
-        grid2 = -(-width // (16 * t["warps"])) if skinny else -(-width // bn)
+        grid2 = -(-width // (16 * t["warps"] * t["mtiles"])) if skinny else -(-width // bn)
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
