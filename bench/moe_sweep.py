@@ -18,13 +18,15 @@ from portable.bench import L2_FLUSH_BYTES, _time_rotating
 from portable.calibrate import measure
 from portable.kernels.mxfp4_moe import SHAPES
 
-# (tiles, bm, bn, bk, warps, warps_m, ahead, mtiles); 0 = the tiling's own value
+# tiling overrides per shape index (parameters left out take the tiling's own value)
+SK = "skinny"
 SWEEP = {
-    0: [("skinny", 0, 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 2, 0), ("skinny", 0, 0, 0, 0, 0, 0, 2),
-        ("skinny", 0, 0, 0, 0, 0, 0, 8), ("skinny", 0, 0, 0, 8, 0, 0, 0), ("small", 0, 0, 0, 0, 0, 0, 0)],
-    1: [("skinny", 0, 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 0, 1), ("small", 0, 0, 0, 0, 0, 0, 0)],
-    5: [("large", 0, 0, 0, 0, 0, 0, 0)],
-    6: [("skinny", 0, 0, 0, 0, 0, 0, 0), ("skinny", 0, 0, 0, 0, 0, 2, 2), ("small", 0, 0, 0, 0, 0, 0, 0)],
+    0: [{"tiles": SK}, {"tiles": SK, "ahead": 2, "mt": 2, "min_blocks": 3}, {"tiles": SK, "ahead": 1, "mt": 2, "min_blocks": 3},
+        {"tiles": SK, "ahead": 1, "mt": 4, "min_blocks": 2}, {"tiles": SK, "ahead": 3, "mt": 2, "min_blocks": 2},
+        {"tiles": SK, "warps": 8, "min_blocks": 2}, {"tiles": "small"}],
+    1: [{"tiles": SK}, {"tiles": SK, "ahead": 2, "mt": 2, "min_blocks": 3}, {"tiles": "small"}],
+    5: [{"tiles": "large"}],
+    6: [{"tiles": SK}, {"tiles": SK, "ahead": 2, "mt": 2, "min_blocks": 3}, {"tiles": "small"}],
 }
 
 
@@ -61,11 +63,10 @@ def main():
         cost = base.cost_of(shape)
         sets = [base.make_inputs(shape, 0) for _ in range(max(1, min(4, -(-L2_FLUSH_BYTES // cost["bytes"]))))]
         for mode in args.modes.split(","):
-            for tiles, bm, bn, bk, warps, wm, ahead, mtiles in tilings:
-                label = f"{tiles} bm{bm} bn{bn} bk{bk} w{warps} wm{wm} a{ahead} mt{mtiles}"
+            for over in tilings:
+                label = " ".join(f"{k}={v}" for k, v in over.items())
                 try:
-                    k = portable.load("mxfp4_moe", mode=mode, tiles=tiles, bm=bm, bn=bn, bk=bk, warps=warps, warps_m=wm,
-                                      ahead=ahead, mtiles=mtiles)
+                    k = portable.load("mxfp4_moe", mode=mode, **over)
                     ok, detail = k.verify(sets[0], k.run(sets[0]))
                     t = statistics.median(_time_rotating(k.run, sets, 20))
                     rep = k.reports("sm_90a")
@@ -82,12 +83,12 @@ def main():
               open(os.path.join(args.out, "moe_sweep.json"), "w"), indent=1)
     for p in profiles:
         print(p["shape"], p["mode"], "  ".join(f"{name} {us:.1f}us" for name, us in p["kernels_us"].items()))
-    print(f"{'shape':<18}{'mode':<7}{'tiling':<34}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}  regs")
+    print(f"{'shape':<18}{'mode':<7}{'tiling':<52}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}  regs")
     for r in rows:
         if "error" in r:
-            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<34}{r['error']}")
+            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<52}{r['error']}")
         else:
-            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<34}{str(r['ok']):<6}{r['us']:>9.1f}{r['tbps']:>7.3f}"
+            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<52}{str(r['ok']):<6}{r['us']:>9.1f}{r['tbps']:>7.3f}"
                   f"{r['tflops']:>9.1f}  {r['regs']}")
 
 

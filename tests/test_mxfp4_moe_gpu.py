@@ -51,11 +51,12 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
     assert torch.equal(first, run_poisoned(moe, inp))       # the combine is deterministic
 
 
-@pytest.mark.parametrize("ahead,mtiles", [(1, 1), (2, 2), (4, 8)])
-def test_skinny_ring_depths_and_row_tiles(ahead, mtiles):
-    """The register ring (odd and even depths) and gemm2's tiles a warp, on 2880-wide partial K slices."""
+@pytest.mark.parametrize("ahead,mt", [(1, 1), (2, 2), (3, 4)])
+def test_skinny_ring_depths_and_row_tiles(ahead, mt):
+    """The register ring (odd and even depths) and the weight tiles a warp, on 2880-wide K
+    (partial slices, split over warps) and 2880 rows (a partial last tile group)."""
     inp = make_moe_inputs(24, 12, 2880, 2880, 4, seed=torch.seed() % (1 << 31), device="cuda")
-    moe = portable.load("mxfp4_moe", tiles="skinny", ahead=ahead, mtiles=mtiles)
+    moe = portable.load("mxfp4_moe", tiles="skinny", ahead=ahead, mt=mt)
     ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp))
     assert ok, detail
 

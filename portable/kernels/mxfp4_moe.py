@@ -55,12 +55,13 @@ class MXFP4MoE(Kernel):
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
         "ahead": Choice((0, 1, 2, 3, 4), 0),       # skinny: K slices of weights in flight a lane
-        "mtiles": Choice((0, 1, 2, 4, 8), 0),      # skinny: 16-row tiles of output rows a gemm2 warp
+        "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
+        "min_blocks": Choice((0, 1, 2, 3, 4), 0),  # skinny: blocks an SM the compiler must fit (caps registers)
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr"),
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
@@ -76,7 +77,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead", "mtiles") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead", "mt", "min_blocks") if self.params[k]})
         return t
 
     def matrix_path(self, target: str) -> str:
@@ -137,7 +138,7 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
-            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": t["ahead"], "SK_MTILES": t["mtiles"], "BM": t["bm"], "BN": 8, "BK": 128,
+            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": t["ahead"], "SK_MT": t["mt"], "SK_MIN_BLOCKS": t["min_blocks"], "BM": t["bm"], "BN": 8, "BK": 128,
                     "WARPS": t["warps"], "WARPS_M": 1, "E_MAX": E_MAX, "LAYOUT": self.layout(target)}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
@@ -243,21 +244,25 @@ class MXFP4MoE(Kernel):
             launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride))
         skinny = self.skinny(launcher.target)
-        # skinny: gemm1 blocks of 8 features, gemm2 blocks of 16 output rows a warp
-        grid1 = -(-s.d_expert // 8) if skinny else -(-s.d_expert // bn)
-        grid2 = -(-width // (16 * t["warps"] * t["mtiles"])) if skinny else -(-width // bn)
+        if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
+            split1, split2 = (skinny_ksplit(k_dim, t["warps"]) for k_dim in (s.Dh, s.De))
+            grid1 = -(-s.d_expert // (8 * t["mt"] * t["warps"] // split1))          # 8 features a 16-row tile
+            grid2 = -(-width // (16 * t["mt"] * t["warps"] // split2))
+        else:
+            split1 = split2 = 1
+            grid1, grid2 = -(-s.d_expert // bn), -(-width // bn)
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
                  (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr()))
+                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1))
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()))
         launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
-                               ybuf.data_ptr()))
+                               ybuf.data_ptr(), split2))
         launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()))
         return out
@@ -327,6 +332,15 @@ def umma_scratch_bytes(n: int, bk: int) -> int:
     A 128 x bk and B n x bk E2M1 in core matrices, plus 512-byte scale blocks and an mbarrier."""
     kc, rb = -(-bk // 128), -(-n // 128)
     return 64 * bk + n * bk // 2 + 512 * kc * (1 + rb) + 16
+
+
+def skinny_ksplit(k_dim: int, warps: int) -> int:
+    """Warps of a skinny block that split K: about four 128-deep slices or more a warp, a power
+    of two that divides the block (R1 gemm1, K 7168: 4; R1 gemm2, K 256: 1)."""
+    split = 1
+    while split * 2 <= warps and -(-k_dim // 128) >= 4 * split * 2:
+        split *= 2
+    return split
 
 
 def _align(n: int, to: int = 16) -> int:
