@@ -50,15 +50,6 @@ def test_other_tilings():
     run_and_compare("bf16", [1000, 77], 2, 64, kv_tile=64, row_groups=2, warps=8)
 
 
-@pytest.mark.parametrize("kv_tile,stages,min_blocks", [(32, 2, 2), (32, 3, 1), (64, 2, 1)])
-def test_async_copy_ring(kv_tile, stages, min_blocks):
-    """bf16 tiles through the shared-memory ring: ragged (empty and one-row sequences, partial
-    tiles), causal q = 4, and paged with NaN in the unused pages."""
-    params = dict(kv_tile=kv_tile, stages=stages, min_blocks=min_blocks)
-    run_and_compare("bf16", RAGGED, 4, 16, **params)
-    run_and_compare("bf16", [65, 4097, 1, 0, 300], 2, 16, page_size=64, **params)
-
-
 def test_errors_before_launch():
     inputs = make_mla_inputs([10, 20], 1, 16, "bf16", device="cuda")
     mla = portable.load("mla_decode")

@@ -124,12 +124,3 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w0) : "r"(a), "r"(scale2), "r"(0x80008000u));
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w1) : "r"(b), "r"(scale2), "r"(0x80008000u));
 }
-
-// ---- asynchronous copy global -> shared (sm_80+): 16 bytes with no register stage; `bytes`
-// below 16 zero-fills the rest (0: nothing is read). Groups complete in order.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(smem_addr(smem)), "l"(gmem), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// wait until at most n groups of this thread are still in flight
-template <int n> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(n) : "memory"); }

@@ -104,13 +104,3 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     w0 = f32x2_to_bf16x2_rn(v[0], v[1]);
     w1 = f32x2_to_bf16x2_rn(v[2], v[3]);
 }
-
-// ---- "asynchronous" copy global -> shared, interface as in cuda.h: a plain 16-byte load and
-// store here (the copy is complete when it returns, so commit and wait have nothing to do).
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
-    u32x4 v = {0u, 0u, 0u, 0u};
-    if (bytes > 0) v = *reinterpret_cast<const u32x4*>(gmem);
-    *reinterpret_cast<u32x4*>(smem) = v;
-}
-__device__ __forceinline__ void cp_async_commit() {}
-template <int n> __device__ __forceinline__ void cp_async_wait() {}

@@ -54,7 +54,6 @@ class MLADecode(Kernel):
         "row_groups": Choice((0, 1, 2, 4), 0),
         "warps": Choice((0, 4, 8), 0),
         "min_blocks": Choice((0, 1, 2), 0),      # blocks per SM the compiler must fit (NVIDIA)
-        "stages": Choice((0, 1, 2, 3, 4), 0),    # bf16: KV tiles in a shared-memory ring filled by async copies (1: none)
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
@@ -68,8 +67,7 @@ class MLADecode(Kernel):
         t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT] and [.wide] are tables
         t.update(table.get(self.params["kv_format"], {}))
         t.setdefault("min_blocks", 1)
-        t.setdefault("stages", 1)
-        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "stages"):
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks"):
             if self.params[key]:
                 t[key] = self.params[key]
         return t
@@ -97,7 +95,7 @@ class MLADecode(Kernel):
         if smem > limit:
             raise InputError(f"kv_tile/row_groups: {t} need {smem} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
-                "MIN_BLOCKS": t["min_blocks"], "STAGES": t["stages"]}
+                "MIN_BLOCKS": t["min_blocks"]}
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
@@ -105,9 +103,8 @@ class MLADecode(Kernel):
     def dynamic_smem(self, target):
         t = self.tiles(target)
         m, kt, warps = 16 * t["row_groups"], t["kv_tile"], t["warps"]
-        slots = t["stages"] if self.params["kv_format"] == "bf16" and t["stages"] > 1 else 1   # template RING
         ksplit = max(1, warps // (kt // get_target(target).mma_shape[1]))   # S partial sums (template KSPLIT)
-        return m * (D + 8) * 2 + slots * kt * (D + 8) * 2 + ksplit * m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
+        return m * (D + 8) * 2 + kt * (D + 8) * 2 + ksplit * m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
 
     # --- call ---------------------------------------------------------------------
     def check_layout(self, q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale) -> None:
