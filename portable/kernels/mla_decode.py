@@ -127,10 +127,14 @@ class MLADecode(Kernel):
         for b in range(len(qo) - 1):
             n, L = qo[b + 1] - qo[b], kvp[b + 1] - kvp[b]
             visible += [(b, i, max(0, L - (n - 1 - i))) for i in range(n)]
-        tiles = groups * sum(-(-v // kt) for _, _, v in visible)
-        want = 4 * sms                                   # blocks that keep every SM/CU busy
+        # Split the KV of each (token, head group) into c chunks so the items fill the resident
+        # slots (SMs x blocks an SM) about once: a second round would run mostly empty, and more
+        # chunks cost partial-output traffic in mla_combine.
+        slots = sms * self.blocks_per_sm(target)
         pairs = groups * len(visible)
-        chunk_len = (1 << 30) if pairs >= want else kt * max(1, -(-tiles // want))
+        longest = max((v for _, _, v in visible), default=0)
+        chunks = max(1, slots // max(pairs, 1))
+        chunk_len = (1 << 30) if chunks == 1 else kt * max(1, -(-(-(-longest // kt)) // chunks))
         items, token_chunks = [], []
         for b, i, v in visible:
             n = max(1, -(-v // chunk_len))
@@ -140,6 +144,13 @@ class MLADecode(Kernel):
                     lo = c * chunk_len
                     items.append((b, i, g * m_tile, lo, min(v, lo + chunk_len), c if n > 1 else -1, 0, 0))
         return items, token_chunks
+
+    def blocks_per_sm(self, target: str) -> int:
+        """Resident blocks an SM/CU, from the compiled kernel's static occupancy."""
+        tgt = get_target(target)
+        capacity = (tgt.max_threads_per_sm if tgt.vendor == "nvidia"          # threads the occupancy is a fraction of
+                    else tgt.simds_per_cu * tgt.max_waves_per_simd * tgt.wave)
+        return max(1, round(self.report(target)["occupancy"] * capacity / self.block_threads(target)))
 
     def plan(self, qo_indptr, kv_indptr, heads: int, device=None) -> "MLAPlan":
         """Build the work list for one batch layout on the host (reads both indptr arrays: one
