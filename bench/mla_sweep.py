@@ -16,7 +16,9 @@ from portable.kernels.mla_decode import MLADecode
 from portable.timing import time_gpu
 
 SHAPES = [{"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}]
-TILINGS = [(32, 1, 8, 1), (64, 1, 8, 1), (32, 1, 8, 2), (32, 1, 4, 1), (64, 2, 8, 1), (32, 2, 8, 1)]
+# (kv_tile, row_groups, warps, min_blocks, score_split); score_split 0: the template's default
+TILINGS = [(32, 1, 8, 2, 0), (32, 1, 8, 2, 4), (32, 1, 8, 2, 8), (64, 1, 8, 1, 0), (64, 1, 8, 1, 4),
+           (64, 2, 8, 1, 0), (64, 2, 8, 1, 4), (32, 2, 8, 1, 0), (32, 2, 8, 1, 4)]
 
 
 def main():
@@ -27,21 +29,21 @@ def main():
     for shape in SHAPES:
         for fmt in ("bf16", "fp8", "mxfp4") if shape["h"] == 16 else ("bf16",):
             inputs = None
-            for kv_tile, rg, warps, min_blocks in TILINGS:
+            for kv_tile, rg, warps, min_blocks, split in TILINGS:
                 if shape["h"] == 16 and rg > 1:
                     continue
                 k = portable.load("mla_decode", kv_format=fmt, kv_tile=kv_tile, row_groups=rg, warps=warps,
-                                  min_blocks=min_blocks)
+                                  min_blocks=min_blocks, score_split=split)
                 try:
                     inputs = inputs or k.make_inputs(shape, 0)
                     inputs["plan"] = k.plan(inputs["qo_indptr"], inputs["kv_indptr"], shape["h"])   # per tiling
                     ok, detail = k.verify(inputs, k.run(inputs))
                     t = time_gpu(lambda: k.run(inputs), repeats=20)["median_us"]
                 except portable.PortableError as e:
-                    rows.append({"shape": shape, "fmt": fmt, "tiling": (kv_tile, rg, warps, min_blocks), "error": str(e)[:80]})
+                    rows.append({"shape": shape, "fmt": fmt, "tiling": (kv_tile, rg, warps, min_blocks, split), "error": str(e)[:80]})
                     continue
                 cost = k.cost_of(shape)
-                rows.append({"shape": shape, "fmt": fmt, "tiling": (kv_tile, rg, warps, min_blocks), "ok": ok, "us": t,
+                rows.append({"shape": shape, "fmt": fmt, "tiling": (kv_tile, rg, warps, min_blocks, split), "ok": ok, "us": t,
                              "tbps": cost["bytes"] / t / 1e6, "tflops": cost["flops"] / t / 1e6,
                              "regs": k.report("sm_90a")["registers"]})
             del inputs
@@ -59,14 +61,14 @@ def main():
                              "regs": k.for_heads(shape["h"], "sm_90a").report("sm_90a")["registers"]})
                 del inputs
     json.dump(rows, open(os.path.join(args.out, "mla_sweep.json"), "w"), indent=1)
-    print(f"{'shape':<28}{'fmt':<7}{'tile,rg,warps,minb':<20}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}{'regs':>6}")
+    print(f"{'shape':<28}{'fmt':<7}{'tile,rg,warps,minb,split':<22}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}{'regs':>6}")
     for r in rows:
         s = r["shape"]
         label = f"B{s['B']} L{s['L']} q{s['q_len']} h{s['h']}"
         if "error" in r:
-            print(f"{label:<28}{r['fmt']:<7}{str(r['tiling']):<20}{r['error']}")
+            print(f"{label:<28}{r['fmt']:<7}{str(r['tiling']):<22}{r['error']}")
         else:
-            print(f"{label:<28}{r['fmt']:<7}{str(r['tiling']):<20}{str(r['ok']):<6}{r['us']:>9.1f}{r['tbps']:>7.3f}"
+            print(f"{label:<28}{r['fmt']:<7}{str(r['tiling']):<22}{str(r['ok']):<6}{r['us']:>9.1f}{r['tbps']:>7.3f}"
                   f"{r['tflops']:>9.1f}{r['regs']:>6}")
 
 

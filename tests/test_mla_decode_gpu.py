@@ -50,6 +50,13 @@ def test_other_tilings():
     run_and_compare("bf16", [1000, 77], 2, 64, kv_tile=64, row_groups=2, warps=8)
 
 
+@pytest.mark.parametrize("fmt,h,params", [("fp8", 16, {"score_split": 8}), ("mxfp4", 16, {"score_split": 4}),
+                                          ("bf16", 32, {"score_split": 4})])
+def test_score_split(fmt, h, params):
+    """Warps splitting the scores' K more ways (each Q fragment serves several column tiles)."""
+    run_and_compare(fmt, RAGGED, 4, h, **params)
+
+
 def test_errors_before_launch():
     inputs = make_mla_inputs([10, 20], 1, 16, "bf16", device="cuda")
     mla = portable.load("mla_decode")

@@ -54,6 +54,7 @@ class MLADecode(Kernel):
         "row_groups": Choice((0, 1, 2, 4), 0),
         "warps": Choice((0, 4, 8), 0),
         "min_blocks": Choice((0, 1, 2), 0),      # blocks per SM the compiler must fit (NVIDIA)
+        "score_split": Choice((0, 1, 2, 4, 8), 0),   # warps splitting the scores' K (0: warps / column tiles)
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
@@ -67,7 +68,8 @@ class MLADecode(Kernel):
         t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT] and [.wide] are tables
         t.update(table.get(self.params["kv_format"], {}))
         t.setdefault("min_blocks", 1)
-        for key in ("kv_tile", "row_groups", "warps", "min_blocks"):
+        t.setdefault("score_split", 0)
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split"):
             if self.params[key]:
                 t[key] = self.params[key]
         return t
@@ -88,6 +90,8 @@ class MLADecode(Kernel):
     def template_context(self, target):
         t = self.tiles(target)
         mma_n = get_target(target).mma_shape[1]
+        if t["score_split"] and t["warps"] % t["score_split"]:
+            raise InputError(f"score_split: {t['score_split']} must divide the block's {t['warps']} warps")
         if t["kv_tile"] % 16 or t["kv_tile"] % mma_n or (DV // t["warps"]) % mma_n:
             raise InputError(f"kv_tile/warps: {t} do not tile into {target}'s {mma_n}-wide matrix instruction")
         smem = self.dynamic_smem(target)
@@ -95,7 +99,7 @@ class MLADecode(Kernel):
         if smem > limit:
             raise InputError(f"kv_tile/row_groups: {t} need {smem} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
-                "MIN_BLOCKS": t["min_blocks"]}
+                "MIN_BLOCKS": t["min_blocks"], "S_SPLIT": t["score_split"]}
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
@@ -103,7 +107,7 @@ class MLADecode(Kernel):
     def dynamic_smem(self, target):
         t = self.tiles(target)
         m, kt, warps = 16 * t["row_groups"], t["kv_tile"], t["warps"]
-        ksplit = max(1, warps // (kt // get_target(target).mma_shape[1]))   # S partial sums (template KSPLIT)
+        ksplit = t["score_split"] or max(1, warps // (kt // get_target(target).mma_shape[1]))   # template KSPLIT
         return m * (D + 8) * 2 + kt * (D + 8) * 2 + ksplit * m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
 
     # --- call ---------------------------------------------------------------------
