@@ -75,3 +75,12 @@ def test_wide_row_groups_chosen_from_the_target_data():
     assert k.for_heads(128, "gfx942") is k                    # no [.wide] table there
     pinned = MLADecode(kv_format="fp8", row_groups=1)
     assert pinned.for_heads(128, "sm_90a") is pinned          # an explicit choice wins
+
+
+def test_compare_counts_error_beyond_the_bf16_output_rounding():
+    from portable.kernels.mla_decode import compare
+    want = torch.tensor([[[4.1383, 0.5, -2.0397]]])
+    lse = torch.zeros(1, 1)
+    ok, detail = compare(want.to(torch.bfloat16), lse, want, lse)       # rounding alone: 1.3e-2 raw
+    assert ok and "1.33e-02 raw" in detail, detail
+    assert not compare((want + 0.02).to(torch.bfloat16), lse, want, lse)[0]
