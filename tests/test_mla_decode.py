@@ -1,5 +1,6 @@
 """mla_decode without a GPU: five-target compile with matrix instructions, the work plan."""
 import pytest
+import torch
 
 import portable
 from portable.backends import clang_amdgpu, nvrtc
