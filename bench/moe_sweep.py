@@ -20,21 +20,21 @@ from portable.kernels.mxfp4_moe import SHAPES
 
 # tiling overrides per shape index (parameters left out take the tiling's own value)
 SK = "skinny"
+G2 = [{"ahead2": 1, "mt2": 2, "min_blocks2": 3}, {"ahead2": 1, "mt2": 4, "min_blocks2": 2}]    # gemm2 row tiles a warp
 SWEEP = {
-    0: [{"tiles": SK}, {"tiles": SK, "ahead": 2, "mt": 2, "min_blocks": 3}, {"tiles": SK, "ahead": 1, "mt": 2, "min_blocks": 3},
-        {"tiles": SK, "ahead": 1, "mt": 4, "min_blocks": 2}, {"tiles": SK, "ahead": 3, "mt": 2, "min_blocks": 2},
-        {"tiles": SK, "warps": 8, "min_blocks": 2}, {"tiles": "small"}],
-    1: [{"tiles": SK}, {"tiles": SK, "ahead": 2, "mt": 2, "min_blocks": 3}, {"tiles": "small"}],
+    0: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
+    1: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
     5: [{"tiles": "large"}],
-    6: [{"tiles": SK}, {"tiles": SK, "ahead": 2, "mt": 2, "min_blocks": 3}, {"tiles": "small"}],
+    6: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
 }
+PROFILE_ALSO = {0: G2}      # per-kernel profiles of these tilings too (a16w4)
 
 
-def profile(shape, sets) -> list:
-    """Each kernel's GPU time in one call (the default tiling), from the profiler's kernel records."""
+def profile(shape, sets, modes=("a16w4", "a4w4"), **over) -> list:
+    """Each kernel's GPU time in one call (the default tiling unless `over`), from the profiler's kernel records."""
     out = []
-    for mode in ("a16w4", "a4w4"):
-        k = portable.load("mxfp4_moe", mode=mode)
+    for mode in modes:
+        k = portable.load("mxfp4_moe", mode=mode, **over)
         k.run(sets[0])
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -45,7 +45,9 @@ def profile(shape, sets) -> list:
         for e in prof.events():
             if e.name.startswith("moe_"):
                 times[e.name] = times.get(e.name, 0.0) + getattr(e, "device_time", getattr(e, "cuda_time", 0.0)) / 10
-        out.append({"shape": shape["model"] + f" M{shape['M']}", "mode": mode, "kernels_us": times})
+        label = " ".join(f"{k}={v}" for k, v in over.items())
+        out.append({"shape": shape["model"] + f" M{shape['M']}" + (f" [{label}]" if label else ""), "mode": mode,
+                    "kernels_us": times})
     return out
 
 
@@ -77,6 +79,8 @@ def main():
                              "detail": detail, "us": t, "tbps": cost["bytes"] / t / 1e6, "tflops": cost["flops"] / t / 1e6,
                              "regs": [r["registers"] for r in rep]})
         profiles += profile(shape, sets)
+        for over in PROFILE_ALSO.get(index, []):
+            profiles += profile(shape, sets, ("a16w4",), tiles="skinny", **over)
         del sets
         torch.cuda.empty_cache()
     json.dump({"ceilings": ceilings, "rows": rows, "profiles": profiles},

@@ -57,6 +57,9 @@ class MXFP4MoE(Kernel):
         "ahead": Choice((0, 1, 2, 3, 4), 0),       # skinny: K slices of weights in flight a lane
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
         "min_blocks": Choice((0, 1, 2, 3, 4), 0),  # skinny: blocks an SM the compiler must fit (caps registers)
+        "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same three for gemm2
+        "mt2": Choice((0, 1, 2, 4), 0),
+        "min_blocks2": Choice((0, 1, 2, 3, 4), 0),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
@@ -77,7 +80,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead", "mt", "min_blocks") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead", "mt", "min_blocks", "ahead2", "mt2", "min_blocks2") if self.params[k]})
         return t
 
     def matrix_path(self, target: str) -> str:
@@ -138,7 +141,7 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
-            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": t["ahead"], "SK_MT": t["mt"], "SK_MIN_BLOCKS": t["min_blocks"], "BM": t["bm"], "BN": 8, "BK": 128,
+            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": (t["ahead"], t["ahead2"]), "SK_MT": (t["mt"], t["mt2"]), "SK_MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "BM": t["bm"], "BN": 8, "BK": 128,
                     "WARPS": t["warps"], "WARPS_M": 1, "E_MAX": E_MAX, "LAYOUT": self.layout(target)}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
@@ -247,7 +250,7 @@ class MXFP4MoE(Kernel):
         if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
             split1, split2 = (skinny_ksplit(k_dim, t["warps"]) for k_dim in (s.Dh, s.De))
             grid1 = -(-s.d_expert // (8 * t["mt"] * t["warps"] // split1))          # 8 features a 16-row tile
-            grid2 = -(-width // (16 * t["mt"] * t["warps"] // split2))
+            grid2 = -(-width // (16 * t["mt2"] * t["warps"] // split2))
         else:
             split1 = split2 = 1
             grid1, grid2 = -(-s.d_expert // bn), -(-width // bn)
