@@ -15,29 +15,23 @@ import torch
 import portable
 from portable.kernels.mxfp4_moe import SHAPES as MOE_SHAPES
 
-MLA = [({"B": 128, "L": 8192, "q_len": 1, "h": 16}, f) for f in ("bf16", "fp8", "mxfp4")] \
-    + [({"B": 64, "L": 4096, "q_len": 1, "h": 128}, "bf16")]
-MOE = [(MOE_SHAPES[0], "a16w4"), (MOE_SHAPES[5], "a16w4")]
+TARGETS = {
+    "mla": [("mla_decode", {"kv_format": f}, {"B": 128, "L": 8192, "q_len": 1, "h": 16}) for f in ("bf16", "fp8", "mxfp4")]
+    + [("mla_decode", {"kv_format": "bf16"}, {"B": 64, "L": 4096, "q_len": 1, "h": 128})],
+    "moe": [("mxfp4_moe", {"mode": "a16w4"}, MOE_SHAPES[i]) for i in (0, 5)],
+}
 
 
 def main(which):
-    if "mla" in which:
-        for shape, fmt in MLA:
-            k = portable.load("mla_decode", kv_format=fmt)
+    for group in which:
+        for name, params, shape in TARGETS[group]:
+            k = portable.load(name, **params)
             inputs = k.make_inputs(shape, 0)
-            print("mla_decode", fmt, shape, flush=True)
-            k.run(inputs)
-            torch.cuda.synchronize()
-            del inputs
-    if "moe" in which:
-        for shape, mode in MOE:
-            k = portable.load("mxfp4_moe", mode=mode)
-            inputs = k.make_inputs(shape, 0)
-            print("mxfp4_moe", mode, shape, flush=True)
+            print(name, params, shape, flush=True)
             k.run(inputs)
             torch.cuda.synchronize()
             del inputs
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["mla", "moe"])
+    main(sys.argv[1:] or list(TARGETS))

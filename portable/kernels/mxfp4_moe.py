@@ -27,6 +27,7 @@ from .base import Kernel
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
+SKINNY_FIELDS = ("ahead", "mt", "min_blocks", "ahead2", "mt2", "min_blocks2")     # per GEMM: 1, then 2
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -80,7 +81,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS + ("ahead", "mt", "min_blocks", "ahead2", "mt2", "min_blocks2") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS if self.params[k]})
         return t
 
     def matrix_path(self, target: str) -> str:
@@ -94,6 +95,7 @@ class MXFP4MoE(Kernel):
         return "skinny" if "skinny" in tiling(self.NAME, target) and self.matrix_path(target) == "bf16" else "small"
 
     def skinny(self, target: str) -> bool:
+        """Whether this kernel runs the skinny GEMMs on `target`."""
         return self.params["tiles"] == "skinny" or (self.params["tiles"] == "auto" and self.small_kind(target) == "skinny")
 
     def variant(self, tiles: str) -> "MXFP4MoE":
@@ -141,7 +143,9 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
-            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "SK_AHEAD": (t["ahead"], t["ahead2"]), "SK_MT": (t["mt"], t["mt2"]), "SK_MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "BM": t["bm"], "BN": 8, "BK": 128,
+            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "BN": 8, "BK": 128,
+                    "SK_AHEAD": (t["ahead"], t["ahead2"]), "SK_MT": (t["mt"], t["mt2"]),
+                    "SK_MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]),
                     "WARPS": t["warps"], "WARPS_M": 1, "E_MAX": E_MAX, "LAYOUT": self.layout(target)}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
@@ -226,7 +230,7 @@ class MXFP4MoE(Kernel):
     def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
         launcher = self.launcher(hidden_states)
         t = self.tiles(launcher.target)
-        bm, bn = t["bm"], t.get("bn", 8)
+        bm = t["bm"]
         dev = hidden_states.device
         M, width = hidden_states.shape
         k_top = topk_ids.shape[1]
@@ -253,7 +257,7 @@ class MXFP4MoE(Kernel):
             grid2 = -(-width // (16 * t["mt2"] * t["warps"] // split2))
         else:
             split1 = split2 = 1
-            grid1, grid2 = -(-s.d_expert // bn), -(-width // bn)
+            grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
