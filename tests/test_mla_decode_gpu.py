@@ -57,6 +57,14 @@ def test_score_split(fmt, h, params):
     run_and_compare(fmt, RAGGED, 4, h, **params)
 
 
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
+def test_query_tokens_grouped_in_one_block(fmt):
+    """q = 3 on 16 heads: tokens go two to a block (a partial group at the end), each with its
+    own causal limit; ragged and paged."""
+    run_and_compare(fmt, RAGGED, 3, 16)
+    run_and_compare(fmt, [65, 4097, 1, 0, 300], 3, 16, page_size=64)
+
+
 def test_errors_before_launch():
     inputs = make_mla_inputs([10, 20], 1, 16, "bf16", device="cuda")
     mla = portable.load("mla_decode")

@@ -30,7 +30,7 @@ LOG2E = 1.4426950408889634
 @dataclass(frozen=True)
 class MLAPlan:
     """One batch layout's work list, on the device (from MLADecode.plan)."""
-    work: torch.Tensor            # (n_items, 8) int32: b, query, head0, kv_lo, kv_hi, chunk, -, -
+    work: torch.Tensor            # (n_items, 8) int32: b, query, head0, kv_lo, kv_hi, chunk, tokens, head groups
     token_chunks: torch.Tensor    # (total_q,) int32: KV chunks per query token (combine reads it)
     qo_indptr: torch.Tensor
     kv_indptr: torch.Tensor
@@ -38,6 +38,7 @@ class MLAPlan:
     chunks: int
     total_q: int
     heads: int
+    q_max: int                    # most query tokens of one sequence (picks the tiling with for_heads)
     batch: int
     device_index: int
     tiles: dict = field(hash=False)
@@ -74,11 +75,12 @@ class MLADecode(Kernel):
                 t[key] = self.params[key]
         return t
 
-    def for_heads(self, heads: int, target: str) -> "MLADecode":
-        """The kernel to run for `heads`: the target's [.wide] tiling when the heads fill its
-        larger row groups (each 16-head group re-reads the KV, so fewer groups read less)."""
+    def for_heads(self, heads: int, target: str, q_max: int = 1) -> "MLADecode":
+        """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
+        [.wide] tiling when they fill its larger row groups (16 rows a group: heads of one token,
+        or one head group of consecutive tokens; each group a block holds re-reads no KV)."""
         wide = tiling(self.NAME, target).get("wide")
-        if self.params["row_groups"] or not wide or heads % (16 * wide["row_groups"]):
+        if self.params["row_groups"] or not wide or heads * q_max < 16 * wide["row_groups"]:
             return self
         params = {**self.params, **{k: v for k, v in wide.items() if k in self.PARAMS}}
         key = tuple(sorted(params.items()))
@@ -122,31 +124,33 @@ class MLADecode(Kernel):
     def work_list(self, qo: list, kvp: list, heads: int, target: str, sms: int):
         """Work items (b, query, head0, kv_lo, kv_hi, chunk) and chunks per token."""
         t = self.tiles(target)
-        m_tile, kt = 16 * t["row_groups"], t["kv_tile"]
-        if heads % m_tile:
-            raise InputError(f"q: expected a head count that is a multiple of {m_tile} "
-                             f"(16 x row_groups on {target}), got {heads}")
-        groups = heads // m_tile
-        visible = []
+        rg, kt = t["row_groups"], t["kv_tile"]
+        if heads % 16:
+            raise InputError(f"q: expected a head count that is a multiple of 16, got {heads}")
+        # a block's rg 16-row groups: hg head groups of each of tq consecutive query tokens
+        hg = max(d for d in range(1, rg + 1) if rg % d == 0 and heads % (16 * d) == 0)
+        tq = rg // hg
+        groups = heads // (16 * hg)
+        visible = []                     # (b, first query, KV rows its last token sees, tokens)
         for b in range(len(qo) - 1):
             n, L = qo[b + 1] - qo[b], kvp[b + 1] - kvp[b]
-            visible += [(b, i, max(0, L - (n - 1 - i))) for i in range(n)]
+            visible += [(b, i, max(0, L - (n - 1 - min(n, i + tq) + 1)), min(tq, n - i)) for i in range(0, n, tq)]
         # Split the KV of each (token, head group) into c chunks so the items fill the resident
         # slots (SMs x blocks an SM) about once: a second round would run mostly empty, and more
         # chunks cost partial-output traffic in mla_combine.
         slots = sms * self.blocks_per_sm(target)
         pairs = groups * len(visible)
-        longest = max((v for _, _, v in visible), default=0)
+        longest = max((v for _, _, v, _ in visible), default=0)
         chunks = max(1, slots // max(pairs, 1))
         chunk_len = (1 << 30) if chunks == 1 else kt * max(1, -(-(-(-longest // kt)) // chunks))
         items, token_chunks = [], []
-        for b, i, v in visible:
+        for b, i, v, ntok in visible:
             n = max(1, -(-v // chunk_len))
-            token_chunks.append(n)
+            token_chunks += [n] * ntok
             for g in range(groups):
                 for c in range(n):
                     lo = c * chunk_len
-                    items.append((b, i, g * m_tile, lo, min(v, lo + chunk_len), c if n > 1 else -1, 0, 0))
+                    items.append((b, i, g * 16 * hg, lo, min(v, lo + chunk_len), c if n > 1 else -1, ntok, hg))
         return items, token_chunks
 
     def blocks_per_sm(self, target: str) -> int:
@@ -167,8 +171,9 @@ class MLADecode(Kernel):
             qo_indptr.device if qo_indptr.device.type == "cuda" else torch.device("cuda", torch.cuda.current_device()))
         index = device.index if device.index is not None else torch.cuda.current_device()
         target = device_target(index).name
-        kernel = self.for_heads(heads, target)
         qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
+        q_max = max((qo[b + 1] - qo[b] for b in range(len(qo) - 1)), default=1)
+        kernel = self.for_heads(heads, target, q_max)
         if len(qo) != len(kvp):
             raise InputError(f"kv_indptr: expected {len(qo)} entries like qo_indptr, got {len(kvp)}")
         sms = torch.cuda.get_device_properties(index).multi_processor_count
@@ -177,7 +182,7 @@ class MLADecode(Kernel):
             work=torch.tensor(items, dtype=torch.int32).reshape(-1, 8).to(device),
             token_chunks=torch.tensor(token_chunks, dtype=torch.int32).to(device),
             qo_indptr=qo_indptr.to(device), kv_indptr=kv_indptr.to(device),
-            n_items=len(items), chunks=max(token_chunks, default=1), total_q=qo[-1], heads=heads,
+            n_items=len(items), chunks=max(token_chunks, default=1), total_q=qo[-1], heads=heads, q_max=q_max,
             batch=len(qo) - 1, device_index=index, tiles=kernel.tiles(target))
 
     def __call__(self, q, kv, qo_indptr, kv_indptr, kv_scale=None, kv_indices=None, page_size: int = 1,
@@ -187,7 +192,7 @@ class MLADecode(Kernel):
         if plan is None:
             self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
             plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
-        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name)
+        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max)
         if kernel is not self:
             return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan)
         sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
