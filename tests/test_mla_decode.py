@@ -76,15 +76,18 @@ def test_wide_row_groups_chosen_from_the_target_data():
     assert k.for_heads(128, "gfx942") is k                    # no [.wide] table there
     pinned = MLADecode(kv_format="fp8", row_groups=1)
     assert pinned.for_heads(128, "sm_90a") is pinned          # an explicit choice wins
-    assert k.for_heads(16, "sm_90a", q_max=4) is wide         # 16 heads x 4 tokens fill two groups
+    assert wide.tiles("sm_90a")["tokens"] == 1                # 128 heads: two head groups of one token
+    by_tokens = k.for_heads(16, "sm_90a", q_max=4)             # 16 heads x 4 tokens fill two groups
+    assert by_tokens.tiles("sm_90a")["row_groups"] == 2 and by_tokens.tiles("sm_90a")["tokens"] == 2
 
 
 def test_work_list_groups_consecutive_tokens_with_their_causal_limit():
     wide = MLADecode(kv_format="bf16").for_heads(16, "sm_90a", q_max=3)
     # b0: 3 queries on 1 KV row (tokens 0-1 see 0 rows: an empty item), b1: 1 query on 300 rows
     items, chunks = wide.work_list([0, 3, 4], [0, 1, 301], 16, "sm_90a", sms=132)
-    assert items[0] == (0, 0, 0, 0, 0, -1, 2, 1)               # tokens 0-1 together, 16 heads a group
-    assert items[1] == (0, 2, 0, 0, 1, -1, 1, 1)               # token 2 alone sees the one row
+    assert wide.tiles("sm_90a")["tokens"] == 2
+    assert items[0] == (0, 0, 0, 0, 0, -1, 2, 0)               # tokens 0-1 together, 16 heads a group
+    assert items[1] == (0, 2, 0, 0, 1, -1, 1, 0)               # token 2 alone sees the one row
     assert [it[6] for it in items[2:]] == [1] * (len(items) - 2) and chunks[:3] == [1, 1, 1]
     assert chunks[3] == len(items) - 2                         # b1 split into chunks
 

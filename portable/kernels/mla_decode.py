@@ -30,7 +30,7 @@ LOG2E = 1.4426950408889634
 @dataclass(frozen=True)
 class MLAPlan:
     """One batch layout's work list, on the device (from MLADecode.plan)."""
-    work: torch.Tensor            # (n_items, 8) int32: b, query, head0, kv_lo, kv_hi, chunk, tokens, head groups
+    work: torch.Tensor            # (n_items, 8) int32: b, query, head0, kv_lo, kv_hi, chunk, tokens, -
     token_chunks: torch.Tensor    # (total_q,) int32: KV chunks per query token (combine reads it)
     qo_indptr: torch.Tensor
     kv_indptr: torch.Tensor
@@ -56,6 +56,8 @@ class MLADecode(Kernel):
         "warps": Choice((0, 4, 8), 0),
         "min_blocks": Choice((0, 1, 2), 0),      # blocks per SM the compiler must fit (NVIDIA)
         "score_split": Choice((0, 1, 2, 4, 8), 0),   # warps splitting the scores' K (0: warps / column tiles)
+        # consecutive query tokens of one sequence a block (its row groups split between them)
+        "tokens": Choice((0, 1, 2, 4), 0),
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
@@ -70,7 +72,8 @@ class MLADecode(Kernel):
         t.update(table.get(self.params["kv_format"], {}))
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
-        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split"):
+        t.setdefault("tokens", 1)
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens"):
             if self.params[key]:
                 t[key] = self.params[key]
         return t
@@ -83,6 +86,9 @@ class MLADecode(Kernel):
         if self.params["row_groups"] or not wide or heads * q_max < 16 * wide["row_groups"]:
             return self
         params = {**self.params, **{k: v for k, v in wide.items() if k in self.PARAMS}}
+        head_groups = max(d for d in range(1, params["row_groups"] + 1)    # of one token a block
+                          if params["row_groups"] % d == 0 and heads % (16 * d) == 0)
+        params["tokens"] = params["row_groups"] // head_groups
         key = tuple(sorted(params.items()))
         variants = self.__dict__.setdefault("_variants", {})
         if key not in variants:
@@ -92,6 +98,8 @@ class MLADecode(Kernel):
     def template_context(self, target):
         t = self.tiles(target)
         mma_n = get_target(target).mma_shape[1]
+        if t["row_groups"] % t["tokens"]:
+            raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
             raise InputError(f"score_split: {t['score_split']} must divide the block's {t['warps']} warps")
         if t["kv_tile"] % 16 or t["kv_tile"] % mma_n or (DV // t["warps"]) % mma_n:
@@ -101,7 +109,7 @@ class MLADecode(Kernel):
         if smem > limit:
             raise InputError(f"kv_tile/row_groups: {t} need {smem} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
-                "MIN_BLOCKS": t["min_blocks"], "S_SPLIT": t["score_split"]}
+                "MIN_BLOCKS": t["min_blocks"], "S_SPLIT": t["score_split"], "TOKENS": t["tokens"]}
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
@@ -128,8 +136,11 @@ class MLADecode(Kernel):
         if heads % 16:
             raise InputError(f"q: expected a head count that is a multiple of 16, got {heads}")
         # a block's rg 16-row groups: hg head groups of each of tq consecutive query tokens
-        hg = max(d for d in range(1, rg + 1) if rg % d == 0 and heads % (16 * d) == 0)
-        tq = rg // hg
+        tq = t["tokens"]
+        hg = rg // tq
+        if heads % (16 * hg):
+            raise InputError(f"q: expected a head count that is a multiple of {16 * hg} "
+                             f"(16 x {hg} head groups a block on {target}), got {heads}")
         groups = heads // (16 * hg)
         visible = []                     # (b, first query, KV rows its last token sees, tokens)
         for b in range(len(qo) - 1):
@@ -150,7 +161,7 @@ class MLADecode(Kernel):
             for g in range(groups):
                 for c in range(n):
                     lo = c * chunk_len
-                    items.append((b, i, g * 16 * hg, lo, min(v, lo + chunk_len), c if n > 1 else -1, ntok, hg))
+                    items.append((b, i, g * 16 * hg, lo, min(v, lo + chunk_len), c if n > 1 else -1, ntok, 0))
         return items, token_chunks
 
     def blocks_per_sm(self, target: str) -> int:
