@@ -62,6 +62,19 @@ def test_skinny_ring_depths_and_row_tiles(params):
     assert ok, detail
 
 
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+@pytest.mark.parametrize("tiles", ["skinny", "small", "large"])
+def test_smallest_block_scales(mode, tiles):
+    """w13 blocks at the four smallest E8M0 scales (2^-127 .. 2^-124: the first two are bf16
+    subnormals in the decode's scale multiply) against x scaled by 2^100 so they matter."""
+    inp = make_moe_inputs(40, 8, 512, 256, 2, seed=torch.seed() % (1 << 31), device="cuda")
+    inp["w13_scale"] = torch.randint(0, 4, inp["w13_scale"].shape, dtype=torch.uint8, device="cuda")
+    inp["hidden_states"] = inp["hidden_states"] * 2.0 ** 100
+    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles)
+    ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp, mode=mode))
+    assert ok, detail
+
+
 def test_out_of_range_ids():
     inp = make_moe_inputs(8, 6, 256, 128, 2, seed=3, device="cuda")
     moe = portable.load("mxfp4_moe")
