@@ -109,9 +109,9 @@ __device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsign
 // block scale -> two packed bf16x2 (codes 0, 1 in w0; 2, 3 in w1), exact. Two byte permutes
 // look the magnitudes up in 8-entry tables (high and low bytes of the bf16 values 0 .. 6),
 // two more interleave them, a multiply moves each pair's sign bits into place, and one bf16x2
-// FMA applies the scale (E8M0 fits bf16's exponent; PTX's bf16 fma has no flush-to-zero form,
-// so the two smallest scales, 2^-127 and 2^-126, should stay exact: the GPU tests cover
-// ordinary scales only). ~13 instructions for 4 values.
+// FMA applies the scale (E8M0 fits bf16's exponent; bf16 fma keeps subnormals, so the two
+// smallest scales, 2^-127 and 2^-126, stay exact: test_smallest_block_scales on the H100).
+// ~13 instructions for 4 values.
 __device__ __forceinline__ unsigned e8m0_to_bf16x2(unsigned code) {
     const unsigned b = code == 255u ? 0x7fc0u : code == 0u ? 0x0040u : code << 7;
     return b | (b << 16);
