@@ -1,6 +1,7 @@
 """mxfp4_moe tiling sweep on the issue's two goal shapes (R1 E257 d_expert 256 M=4: memory-bound;
-R1 E33 d_expert 2048 M=1024: matrix-bound) and gpt-oss M=1: every tiling is checked against
-the reference first, then timed (median of 20, input sets rotated past the L2).
+R1 E33 d_expert 2048 M=1024: matrix-bound), R1 E257 M=64 and gpt-oss M=1: every tiling is
+checked against the reference first, then timed (median of 20, input sets rotated past the
+L2); then each kernel's GPU time in one call, from the profiler (default tiling and PROFILE_ALSO).
 
     python bench/moe_sweep.py [--out DIR]
 """
