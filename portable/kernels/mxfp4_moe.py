@@ -4,13 +4,14 @@
     out = moe(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids,
               d_hidden=7168, d_expert=256)
 
-Four launches on torch's current stream (five for a4w4 without FP4 matrix units: x is
-rounded through MXFP4 once first), no host sync once the ids are checked:
+Four launches on torch's current stream, no host sync once the ids are checked:
 moe_route (pairs -> expert-ordered tiles) -> moe_gemm1 (gate/up, SwiGLU) -> moe_gemm2 (down,
 times the routing weight) -> moe_combine (sum of each token's slots in slot order: the result
-is the same bit for bit on every run, no atomics). Weights stay FP4 + E8M0 in memory; they are
-decoded in shared memory (bf16 matrix path) or fed to the target's block-scaled FP4 matrix
-instruction as they are (a4w4 on sm_120a and gfx950: the target's `fp4_matrix` in targets.toml).
+is the same bit for bit on every run, no atomics). a4w4 on the bf16 path adds moe_quantize_x
+(x rounded through MXFP4 once) and, with skinny tiles, moe_quantize_h. Weights stay FP4 + E8M0
+in memory; they are decoded in registers (skinny tiles) or shared memory (bf16 matrix path), or
+fed to the target's block-scaled FP4 matrix instruction as they are (a4w4 where targets.toml
+gives the target an `fp4_matrix`).
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ class MXFP4MoE(Kernel):
     # --- per target ---------------------------------------------------------------------
     def tiles(self, target: str) -> dict:
         table = tiling(self.NAME, target)
-        kind = self.small_kind(target) if self.params["tiles"] == "auto" else self.params["tiles"]
+        kind = self.tile_kind(target)
         if kind == "skinny" and self.small_kind(target) != "skinny":
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
@@ -94,9 +95,14 @@ class MXFP4MoE(Kernel):
         multiplies bf16 (the FP4 instruction paths take "small")."""
         return "skinny" if "skinny" in tiling(self.NAME, target) and self.matrix_path(target) == "bf16" else "small"
 
+    def tile_kind(self, target: str) -> str:
+        """The tiling this kernel object compiles: its `tiles`, "auto" standing for the
+        decode-sized kind (a call with "auto" picks a variant per batch: pick_tiles)."""
+        return self.small_kind(target) if self.params["tiles"] == "auto" else self.params["tiles"]
+
     def skinny(self, target: str) -> bool:
         """Whether this kernel runs the skinny GEMMs on `target`."""
-        return self.params["tiles"] == "skinny" or (self.params["tiles"] == "auto" and self.small_kind(target) == "skinny")
+        return self.tile_kind(target) == "skinny"
 
     def variant(self, tiles: str) -> "MXFP4MoE":
         if self.params["tiles"] == tiles:
@@ -109,9 +115,9 @@ class MXFP4MoE(Kernel):
     def layout(self, target: str) -> dict:
         """Shared-memory layout of both GEMMs (byte offsets and leading dimensions): the one place
         the template and dynamic_smem read it from."""
-        t = self.tiles(target)
         if self.skinny(target):                      # static shared memory only
             return {1: {"bytes": 0}, 2: {"bytes": 0}}
+        t = self.tiles(target)
         bm, bn, bk = t["bm"], t["bn"], t["bk"]
         path = self.matrix_path(target)
         out = {}
@@ -143,10 +149,9 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
-            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "BN": 8, "BK": 128,
+            return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": (t["ahead"], t["ahead2"]), "SK_MT": (t["mt"], t["mt2"]),
-                    "SK_MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]),
-                    "WARPS": t["warps"], "WARPS_M": 1, "E_MAX": E_MAX, "LAYOUT": self.layout(target)}
+                    "SK_MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -191,7 +196,7 @@ class MXFP4MoE(Kernel):
                  d_hidden: int | None = None, d_expert: int | None = None, check_ids: bool = True, out=None):
         """out (M, hidden_states.shape[1]) bf16, new or the given `out`. check_ids=True reads the
         ids' range on the host (one device sync); with False an out-of-range id is skipped on the
-        GPU (its slot adds nothing) and the call queues its four launches without waiting."""
+        GPU (its slot adds nothing) and the call queues its launches without waiting."""
         s = ref._check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, d_hidden, d_expert,
                        self.params["mode"], check_ids=check_ids)
         M, width = hidden_states.shape
