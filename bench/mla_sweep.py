@@ -12,6 +12,7 @@ import os
 import torch
 
 import portable
+from portable.bench import sweep_table
 from portable.kernels.mla_decode import MLADecode
 from portable.timing import time_gpu
 
@@ -61,15 +62,8 @@ def main():
                              "regs": k.for_heads(shape["h"], "sm_90a").report("sm_90a")["registers"]})
                 del inputs
     json.dump(rows, open(os.path.join(args.out, "mla_sweep.json"), "w"), indent=1)
-    print(f"{'shape':<28}{'fmt':<7}{'tile,rg,warps,minb,split':<22}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}{'regs':>6}")
-    for r in rows:
-        s = r["shape"]
-        label = f"B{s['B']} L{s['L']} q{s['q_len']} h{s['h']}"
-        if "error" in r:
-            print(f"{label:<28}{r['fmt']:<7}{str(r['tiling']):<22}{r['error']}")
-        else:
-            print(f"{label:<28}{r['fmt']:<7}{str(r['tiling']):<22}{str(r['ok']):<6}{r['us']:>9.1f}{r['tbps']:>7.3f}"
-                  f"{r['tflops']:>9.1f}{r['regs']:>6}")
+    shown = [{**r, "shape": "B{B} L{L} q{q_len} h{h}".format(**r["shape"]), "tiling": str(r["tiling"])} for r in rows]
+    print(sweep_table(shown, ["shape", "fmt", "tiling", "ok", "us", "tbps", "tflops", "regs", "error"]))
 
 
 if __name__ == "__main__":

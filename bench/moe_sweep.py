@@ -15,7 +15,7 @@ import statistics
 import torch
 
 import portable
-from portable.bench import L2_FLUSH_BYTES, _time_rotating
+from portable.bench import L2_FLUSH_BYTES, _time_rotating, sweep_table
 from portable.calibrate import measure
 from portable.kernels.mxfp4_moe import SHAPES
 
@@ -88,13 +88,7 @@ def main():
               open(os.path.join(args.out, "moe_sweep.json"), "w"), indent=1)
     for p in profiles:
         print(p["shape"], p["mode"], "  ".join(f"{name} {us:.1f}us" for name, us in p["kernels_us"].items()))
-    print(f"{'shape':<18}{'mode':<7}{'tiling':<52}{'ok':<6}{'us':>9}{'TB/s':>7}{'TFLOP/s':>9}  regs")
-    for r in rows:
-        if "error" in r:
-            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<52}{r['error']}")
-        else:
-            print(f"{r['shape']:<18}{r['mode']:<7}{r['tiling']:<52}{str(r['ok']):<6}{r['us']:>9.1f}{r['tbps']:>7.3f}"
-                  f"{r['tflops']:>9.1f}  {r['regs']}")
+    print(sweep_table(rows, ["shape", "mode", "tiling", "ok", "us", "tbps", "tflops", "regs", "error"]))
 
 
 if __name__ == "__main__":

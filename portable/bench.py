@@ -52,6 +52,14 @@ def _time_rotating(fn, sets, repeats):
     return time_gpu(lambda: fn(current["inputs"]), repeats=repeats, rotate=rotate)["times_us"]
 
 
+def sweep_table(rows: list[dict], columns: list[str]) -> str:
+    """A tiling sweep's rows as a text table (bench/*_sweep.py): the given columns, "-" where a
+    row has none (a tiling that failed has only its error)."""
+    import pandas as pd
+    frame = pd.DataFrame(rows).reindex(columns=columns)
+    return frame.fillna("-").to_string(index=False, float_format=lambda v: f"{v:.3f}")
+
+
 def bench_gpu(kernel_names, shape_set: str, repeats: int) -> dict:
     from .backends import cuda_driver, hip_runtime, hiprtc, nvrtc
     from .calibrate import measure
