@@ -130,14 +130,10 @@ class MLADecode(Kernel):
         ref._check(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
 
     def work_list(self, qo: list, kvp: list, heads: int, target: str, sms: int):
-        """Work items (b, query, head0, kv_lo, kv_hi, chunk) and chunks per token."""
+        """Work items (b, first query, head0, kv_lo, kv_hi, chunk, tokens, 0) and chunks per token."""
         t = self.tiles(target)
-        rg, kt = t["row_groups"], t["kv_tile"]
-        if heads % 16:
-            raise InputError(f"q: expected a head count that is a multiple of 16, got {heads}")
-        # a block's rg 16-row groups: hg head groups of each of tq consecutive query tokens
-        tq = t["tokens"]
-        hg = rg // tq
+        kt, tq = t["kv_tile"], t["tokens"]
+        hg = t["row_groups"] // tq       # a block's row groups: hg head groups of each of tq consecutive tokens
         if heads % (16 * hg):
             raise InputError(f"q: expected a head count that is a multiple of {16 * hg} "
                              f"(16 x {hg} head groups a block on {target}), got {heads}")
@@ -145,15 +141,15 @@ class MLADecode(Kernel):
         visible = []                     # (b, first query, KV rows its last token sees, tokens)
         for b in range(len(qo) - 1):
             n, L = qo[b + 1] - qo[b], kvp[b + 1] - kvp[b]
-            visible += [(b, i, max(0, L - (n - 1 - min(n, i + tq) + 1)), min(tq, n - i)) for i in range(0, n, tq)]
+            visible += [(b, i, max(0, L - (n - min(n, i + tq))), min(tq, n - i)) for i in range(0, n, tq)]
         # Split the KV of each (token, head group) into c chunks so the items fill the resident
         # slots (SMs x blocks an SM) about once: a second round would run mostly empty, and more
         # chunks cost partial-output traffic in mla_combine.
         slots = sms * self.blocks_per_sm(target)
         pairs = groups * len(visible)
-        longest = max((v for _, _, v, _ in visible), default=0)
+        longest_tiles = -(-max((v for _, _, v, _ in visible), default=0) // kt)
         chunks = max(1, slots // max(pairs, 1))
-        chunk_len = (1 << 30) if chunks == 1 else kt * max(1, -(-(-(-longest // kt)) // chunks))
+        chunk_len = (1 << 30) if chunks == 1 else kt * max(1, -(-longest_tiles // chunks))
         items, token_chunks = [], []
         for b, i, v, ntok in visible:
             n = max(1, -(-v // chunk_len))
