@@ -13,9 +13,12 @@ from conftest import toolchain_or_skip
 @pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
 def test_compiles_with_matrix_instructions_and_no_spills(target, fmt):
     toolchain_or_skip((nvrtc if target.startswith("sm_") else clang_amdgpu).available())
-    r = portable.load("mla_decode", kv_format=fmt).report(target)
+    k = portable.load("mla_decode", kv_format=fmt)
+    r = k.report(target)
     instr = r["instructions"]
-    if target.startswith("sm_"):
+    if k.tiles(target)["loop"] == "wgmma":
+        assert instr["hgmma"] > 0 and instr["hmma"] == 0, instr
+    elif target.startswith("sm_"):
         assert instr["hmma"] > 0, instr
     else:
         assert instr["mfma"] > 0, instr
@@ -55,6 +58,19 @@ def test_plan_covers_every_row_once(lens, q_len, heads):
         assert max(chunks) > 1          # one long sequence is split across the GPU
 
 
+def test_fp8_on_sm90a_takes_the_wgmma_loop_and_refuses_shapes_it_cannot_run():
+    k = portable.load("mla_decode", kv_format="fp8")
+    assert k.tiles("sm_90a")["loop"] == "wgmma" and k.tiles("sm_100a")["loop"] == "mma"
+    assert k.for_heads(128, "sm_90a") is k                  # 16 heads a block: no [.wide] variant
+    assert k.dynamic_smem("sm_90a") == 2 * 64 * 576 + 16 * 576 * 2 + 16 * 64 * 2 + 256 + 192
+    with pytest.raises(portable.InputError, match="wgmma' takes kv_tile 64"):
+        portable.load("mla_decode", kv_format="fp8", kv_tile=32).source("sm_90a")
+    with pytest.raises(portable.InputError, match="sm_100a lacks"):
+        portable.load("mla_decode", kv_format="fp8", loop="wgmma").source("sm_100a")
+    with pytest.raises(portable.InputError, match="written for kv_format 'fp8'"):
+        portable.load("mla_decode", kv_format="bf16", loop="wgmma").source("sm_90a")
+
+
 def test_plan_refuses_heads_that_do_not_tile():
     with pytest.raises(portable.InputError, match="multiple of 16"):
         MLADecode().work_list([0, 1], [0, 5], 8, "sm_90a", 132)
@@ -68,13 +84,13 @@ def test_cost_model_by_hand():
 
 
 def test_wide_row_groups_chosen_from_the_target_data():
-    k = MLADecode(kv_format="fp8")
+    k = MLADecode(kv_format="mxfp4")
     assert k.for_heads(16, "sm_90a") is k                     # 16 heads: one group, the base tiling
     wide = k.for_heads(128, "sm_90a")
     assert wide is k.for_heads(64, "sm_90a")                  # one cached variant
     assert wide.tiles("sm_90a")["row_groups"] == 2 and wide.for_heads(128, "sm_90a") is wide
     assert k.for_heads(128, "gfx942") is k                    # no [.wide] table there
-    pinned = MLADecode(kv_format="fp8", row_groups=1)
+    pinned = MLADecode(kv_format="mxfp4", row_groups=1)
     assert pinned.for_heads(128, "sm_90a") is pinned          # an explicit choice wins
     assert wide.tiles("sm_90a")["tokens"] == 1                # 128 heads: two head groups of one token
     by_tokens = k.for_heads(16, "sm_90a", q_max=4)             # 16 heads x 4 tokens fill two groups

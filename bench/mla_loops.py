@@ -1,0 +1,61 @@
+"""mla_decode's two tile loops side by side ("mma": shared bf16 tile + mma.sync; "wgmma": swap-AB
+warpgroup MMA on fragments decoded from a cp.async ring): each checked against the reference,
+then timed (median of 20), with the bf16 cache on the mma loop as the baseline.
+
+    python bench/mla_loops.py [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import torch
+
+import portable
+from portable.bench import sweep_table
+from portable.refs.mla import make_mla_inputs, mla_reference
+from portable.timing import time_gpu
+
+SHAPES = [{"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 32, "L": 8192, "q_len": 1, "h": 16},
+          {"B": 128, "L": 1024, "q_len": 4, "h": 16}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}]
+CASES = [("bf16", "mma"), ("fp8", "mma"), ("fp8", "wgmma")]
+
+
+def small_case_errors(loop: str) -> str:
+    """Where a small single-sequence fp8 case goes wrong: the worst heads and 16-dim blocks."""
+    inputs = make_mla_inputs([64, 200], 1, 16, "fp8", seed=1, device="cuda")
+    out, lse = portable.load("mla_decode", kv_format="fp8", loop=loop)(**inputs, return_lse=True)
+    want, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
+    err = (out.float() - want).abs()                                  # (total_q, h, 512)
+    by_head = err.amax(dim=(0, 2))
+    by_block = err.amax(dim=(0, 1)).reshape(32, 16).amax(dim=1)
+    lse_err = (lse - want_lse).abs().amax().item()
+    return (f"max {err.max().item():.3g}, lse {lse_err:.3g}; by head {[round(v, 3) for v in by_head.tolist()]}; "
+            f"by 16-dim block {[round(v, 3) for v in by_block.tolist()]}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    print("wgmma small case:", small_case_errors("wgmma"), flush=True)
+    rows = []
+    for shape in SHAPES:
+        for fmt, loop in CASES:
+            k = portable.load("mla_decode", kv_format=fmt, loop=loop)
+            inputs = k.make_inputs(shape, 0)
+            ok, detail = k.verify(inputs, k.run(inputs))
+            t = time_gpu(lambda: k.run(inputs), repeats=20)["median_us"]
+            cost = k.cost_of(shape)
+            rows.append({"shape": "B{B} L{L} q{q_len} h{h}".format(**shape), "fmt": fmt, "loop": loop, "ok": ok,
+                         "detail": "" if ok else str(detail)[:60], "us": t, "tbps": cost["bytes"] / t / 1e6,
+                         "regs": k.for_heads(shape["h"], "sm_90a", shape["q_len"]).report("sm_90a")["registers"]})
+            del inputs
+            torch.cuda.empty_cache()
+    json.dump(rows, open(os.path.join(args.out, "mla_loops.json"), "w"), indent=1)
+    print(sweep_table(rows, ["shape", "fmt", "loop", "ok", "us", "tbps", "regs", "detail"]))
+
+
+if __name__ == "__main__":
+    main()

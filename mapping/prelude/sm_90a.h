@@ -1,0 +1,62 @@
+// Target prelude for sm_90a (H100/H200): warpgroup MMA (wgmma) with the A operand in registers,
+// cp.async into shared memory, and the fp8 pair converter to f16. Used by mla_decode's
+// "wgmma" loop (templates/mla_decode_wgmma.j2). PTX ISA 9.7.15 'wgmma', 9.7.9.25 'cp.async'.
+//
+// wgmma.m64nNk16, A from registers: warp w of the warpgroup holds A rows 16w..16w+15 in the
+// mma.sync m16n8k16 A layout (g = lane / 4, c = lane % 4): x[0] = (g, 2c..2c+1),
+// x[1] = (g+8, 2c..), x[2] = (g, 2c+8..), x[3] = (g+8, 2c+8..). D (fp32) rows likewise, columns
+// 8j + 2c + {0, 1}: d[4j + i] = (g, 8j + 2c + i), d[4j + 2 + i] = (g+8, 8j + 2c + i).
+// B comes from shared memory, K-major, no swizzle: a core matrix is 8 rows (N) of 16 contiguous
+// bytes (8 K values); LBO = bytes between the two core matrices adjacent in K, SBO = bytes
+// between core matrices 8 rows apart in N (the same canonical layout as sm_100a.h's descriptor).
+
+// Shared memory matrix descriptor for sm_90 (PTX ISA 9.7.15.5.1): bits 0-13 address >> 4,
+// 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle (0 = none).
+__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4)
+         | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
+         | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32);
+}
+// Orders register accesses before a wgmma that reads them (A fragments, accumulators).
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+// Ties an accumulator to the asm stream so the compiler keeps its reads and writes on the
+// right side of wg_fence / wg_wait (the wgmma writes it asynchronously).
+template <int R>
+__device__ __forceinline__ void wg_fence_acc(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+// d (64 x 16 fp32, 8 a thread) += A (64 x 16 f16, registers) x B (16 x 16 f16, descriptor)
+__device__ __forceinline__ void wg_mma_f16_n16(float (&d)[8], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+}
+// Generic-proxy shared stores (st.shared) made visible to the async proxy that wgmma reads by.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// 16 bytes global -> shared without a register stage; bytes = 0 writes zeros (no read).
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+
+// Two OCP e4m3fn bytes (low byte first) -> f16x2, exact (every e4m3 value is an f16).
+__device__ __forceinline__ unsigned e4m3x2_to_f16x2(unsigned v) {
+    unsigned r;
+    asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(r) : "r"(v));
+    return r;
+}
+// Two fp32 -> f16x2 (lo in bits 0-15), round to nearest even.
+__device__ __forceinline__ unsigned f32x2_to_f16x2_rn(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
