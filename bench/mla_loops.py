@@ -1,6 +1,6 @@
-"""mla_decode's two tile loops side by side ("mma": shared bf16 tile + mma.sync; "wgmma": swap-AB
+"""mla_decode's two tile loops side by side ("tile": shared bf16 tile + mma.sync; "fragments": swap-AB
 warpgroup MMA on fragments decoded from a cp.async ring): each checked against the reference,
-then timed (median of 20), with the bf16 cache on the mma loop as the baseline.
+then timed (median of 20), with the bf16 cache on the tile loop as the baseline.
 
     python bench/mla_loops.py [--out DIR]
 """
@@ -19,7 +19,7 @@ from portable.timing import time_gpu
 
 SHAPES = [{"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 32, "L": 8192, "q_len": 1, "h": 16},
           {"B": 128, "L": 1024, "q_len": 4, "h": 16}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}]
-CASES = [("bf16", "mma"), ("fp8", "mma"), ("fp8", "wgmma")]
+CASES = [("bf16", "tile"), ("fp8", "tile"), ("fp8", "fragments")]
 
 
 def small_case_errors(loop: str) -> str:
@@ -39,7 +39,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
-    print("wgmma small case:", small_case_errors("wgmma"), flush=True)
+    print("fragments loop, small case:", small_case_errors("fragments"), flush=True)
     rows = []
     for shape in SHAPES:
         for fmt, loop in CASES:

@@ -16,7 +16,7 @@ def test_compiles_with_matrix_instructions_and_no_spills(target, fmt):
     k = portable.load("mla_decode", kv_format=fmt)
     r = k.report(target)
     instr = r["instructions"]
-    if k.tiles(target)["loop"] == "wgmma":
+    if k.tiles(target)["loop"] == "fragments":
         assert instr["hgmma"] > 0 and instr["hmma"] == 0, instr
     elif target.startswith("sm_"):
         assert instr["hmma"] > 0, instr
@@ -58,17 +58,17 @@ def test_plan_covers_every_row_once(lens, q_len, heads):
         assert max(chunks) > 1          # one long sequence is split across the GPU
 
 
-def test_fp8_on_sm90a_takes_the_wgmma_loop_and_refuses_shapes_it_cannot_run():
+def test_fp8_on_sm90a_takes_the_fragments_loop_and_refuses_shapes_it_cannot_run():
     k = portable.load("mla_decode", kv_format="fp8")
-    assert k.tiles("sm_90a")["loop"] == "wgmma" and k.tiles("sm_100a")["loop"] == "mma"
+    assert k.tiles("sm_90a")["loop"] == "fragments" and k.tiles("sm_100a")["loop"] == "tile"
     assert k.for_heads(128, "sm_90a") is k                  # 16 heads a block: no [.wide] variant
     assert k.dynamic_smem("sm_90a") == 2 * 64 * 576 + 16 * 576 * 2 + 16 * 64 * 2 + 256 + 192
-    with pytest.raises(portable.InputError, match="wgmma' takes kv_tile 64"):
+    with pytest.raises(portable.InputError, match="fragments' takes kv_tile 64"):
         portable.load("mla_decode", kv_format="fp8", kv_tile=32).source("sm_90a")
     with pytest.raises(portable.InputError, match="sm_100a lacks"):
-        portable.load("mla_decode", kv_format="fp8", loop="wgmma").source("sm_100a")
+        portable.load("mla_decode", kv_format="fp8", loop="fragments").source("sm_100a")
     with pytest.raises(portable.InputError, match="written for kv_format 'fp8'"):
-        portable.load("mla_decode", kv_format="bf16", loop="wgmma").source("sm_90a")
+        portable.load("mla_decode", kv_format="bf16", loop="fragments").source("sm_90a")
 
 
 def test_plan_refuses_heads_that_do_not_tile():

@@ -51,7 +51,7 @@ def test_other_tilings():
     run_and_compare("bf16", [1000, 77], 2, 64, kv_tile=64, row_groups=2, warps=8)
 
 
-@pytest.mark.parametrize("fmt,h,params", [("fp8", 16, {"score_split": 8, "loop": "mma"}), ("mxfp4", 16, {"score_split": 4}),
+@pytest.mark.parametrize("fmt,h,params", [("fp8", 16, {"score_split": 8, "loop": "tile"}), ("mxfp4", 16, {"score_split": 4}),
                                           ("bf16", 32, {"score_split": 4})])
 def test_score_split(fmt, h, params):
     """Warps splitting the scores' K more ways (each Q fragment serves several column tiles)."""
@@ -66,11 +66,11 @@ def test_query_tokens_grouped_in_one_block(fmt):
     run_and_compare(fmt, [65, 4097, 1, 0, 300], 3, 16, page_size=64)
 
 
-@pytest.mark.parametrize("loop", ["mma", "wgmma"])
+@pytest.mark.parametrize("loop", ["tile", "fragments"])
 def test_fp8_loops_agree_with_the_reference(loop):
-    """sm_90a runs fp8 on the wgmma loop by default; the mma loop stays correct for it too.
+    """sm_90a runs fp8 on the fragments loop by default; the tile loop stays correct for it too.
     Rows of 64-row tiles past a chunk's end, h = 128 as 8 blocks, a split and a paged batch."""
-    if loop == "wgmma" and "wgmma" not in device_target(torch.cuda.current_device()).features:
+    if loop == "fragments" and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     run_and_compare("fp8", RAGGED, 1, 128, loop=loop)
     run_and_compare("fp8", [8192, 3], 2, 16, loop=loop)

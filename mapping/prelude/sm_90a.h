@@ -1,6 +1,6 @@
 // Target prelude for sm_90a (H100/H200): warpgroup MMA (wgmma) with the A operand in registers,
 // cp.async into shared memory, and the fp8 pair converter to f16. Used by mla_decode's
-// "wgmma" loop (templates/mla_decode_wgmma.j2). PTX ISA 9.7.15 'wgmma', 9.7.9.25 'cp.async'.
+// "wgmma" loop (templates/mla_decode_fragments.j2). PTX ISA 9.7.15 'wgmma', 9.7.9.25 'cp.async'.
 //
 // wgmma.m64nNk16, A from registers: warp w of the warpgroup holds A rows 16w..16w+15 in the
 // mma.sync m16n8k16 A layout (g = lane / 4, c = lane % 4): x[0] = (g, 2c..2c+1),

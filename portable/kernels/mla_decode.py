@@ -58,11 +58,11 @@ class MLADecode(Kernel):
         "score_split": Choice((0, 1, 2, 4, 8), 0),   # warps splitting the scores' K (0: warps / column tiles)
         # consecutive query tokens of one sequence a block (its row groups split between them)
         "tokens": Choice((0, 1, 2, 4), 0),
-        # "mma": warps split each tile on mma.sync/MFMA, KV decoded once into a shared bf16 tile;
-        # "wgmma": one warpgroup, swap-AB wgmma with the KV side built in registers from a
-        # cp.async ring of raw bytes (templates/mla_decode_wgmma.j2; fp8 on sm_90a)
-        "loop": Choice(("", "mma", "wgmma"), ""),
-        "stages": Choice((0, 2, 3), 0),          # the wgmma loop's ring depth
+        # "tile": warps split each tile on mma.sync/MFMA, KV decoded once into a shared bf16 tile;
+        # "fragments": one warpgroup, swap-AB wgmma with the KV side built in registers from a
+        # cp.async ring of raw bytes (templates/mla_decode_fragments.j2; fp8 on sm_90a)
+        "loop": Choice(("", "tile", "fragments"), ""),
+        "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
@@ -78,7 +78,7 @@ class MLADecode(Kernel):
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
         t.setdefault("tokens", 1)
-        t.setdefault("loop", "mma")
+        t.setdefault("loop", "tile")
         t.setdefault("stages", 2)
         for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages"):
             if self.params[key]:
@@ -90,7 +90,7 @@ class MLADecode(Kernel):
         [.wide] tiling when they fill its larger row groups (16 rows a group: heads of one token,
         or one head group of consecutive tokens; each group a block holds re-reads no KV)."""
         wide = tiling(self.NAME, target).get("wide")
-        if self.params["row_groups"] or not wide or self.tiles(target)["loop"] == "wgmma" or heads * q_max < 16 * wide["row_groups"]:
+        if self.params["row_groups"] or not wide or self.tiles(target)["loop"] == "fragments" or heads * q_max < 16 * wide["row_groups"]:
             return self
         params = {**self.params, **{k: v for k, v in wide.items() if k in self.PARAMS}}
         head_groups = max(d for d in range(1, params["row_groups"] + 1)    # of one token a block
@@ -105,8 +105,8 @@ class MLADecode(Kernel):
     def template_context(self, target):
         t = self.tiles(target)
         mma_n = get_target(target).mma_shape[1]
-        if t["loop"] == "wgmma":
-            self._check_wgmma(target, t)
+        if t["loop"] == "fragments":
+            self._check_fragments(target, t)
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -121,21 +121,21 @@ class MLADecode(Kernel):
                 "MIN_BLOCKS": t["min_blocks"], "S_SPLIT": t["score_split"], "TOKENS": t["tokens"],
                 "LOOP": t["loop"], "STAGES": t["stages"]}
 
-    def _check_wgmma(self, target: str, t: dict) -> None:
-        """The wgmma loop's fixed shape: one warpgroup, 64-row tiles, 16 heads of one token."""
+    def _check_fragments(self, target: str, t: dict) -> None:
+        """The fragments loop's fixed shape: one warpgroup, 64-row tiles, 16 heads of one token."""
         if "wgmma" not in get_target(target).features:
-            raise InputError(f"loop: 'wgmma' needs warpgroup MMA, which {target} lacks (use 'mma')")
+            raise InputError(f"loop: 'fragments' needs warpgroup MMA, which {target} lacks (use 'tile')")
         if self.params["kv_format"] != "fp8":
-            raise InputError(f"loop: 'wgmma' is written for kv_format 'fp8', got {self.params['kv_format']!r} (use 'mma')")
+            raise InputError(f"loop: 'fragments' is written for kv_format 'fp8', got {self.params['kv_format']!r} (use 'tile')")
         if (t["kv_tile"], t["row_groups"], t["warps"], t["tokens"]) != (64, 1, 4, 1):
-            raise InputError(f"loop: 'wgmma' takes kv_tile 64, row_groups 1, warps 4, tokens 1; got {t}")
+            raise InputError(f"loop: 'fragments' takes kv_tile 64, row_groups 1, warps 4, tokens 1; got {t}")
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
 
     def dynamic_smem(self, target):
         t = self.tiles(target)
-        if t["loop"] == "wgmma":     # ring of raw tiles, Q^T and P^T (f16), per-warp maxima, 3 x 16 head values
+        if t["loop"] == "fragments":     # ring of raw tiles, Q^T and P^T (f16), per-warp maxima, 3 x 16 head values
             return t["stages"] * 64 * D + 16 * D * 2 + 16 * 64 * 2 + 4 * 16 * 4 + 3 * 16 * 4
         m, kt, warps = 16 * t["row_groups"], t["kv_tile"], t["warps"]
         ksplit = t["score_split"] or max(1, warps // (kt // get_target(target).mma_shape[1]))   # template KSPLIT
