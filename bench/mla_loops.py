@@ -19,7 +19,8 @@ from portable.timing import time_gpu
 
 SHAPES = [{"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 32, "L": 8192, "q_len": 1, "h": 16},
           {"B": 128, "L": 1024, "q_len": 4, "h": 16}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}]
-CASES = [("bf16", "tile"), ("fp8", "tile"), ("fp8", "fragments")]
+CASES = [("bf16", "tile", {}), ("fp8", "tile", {}), ("fp8", "fragments", {}),
+         ("fp8", "fragments", {"stages": 3, "min_blocks": 1})]
 
 
 def small_case_errors(loop: str) -> str:
@@ -42,13 +43,13 @@ def main():
     print("fragments loop, small case:", small_case_errors("fragments"), flush=True)
     rows = []
     for shape in SHAPES:
-        for fmt, loop in CASES:
-            k = portable.load("mla_decode", kv_format=fmt, loop=loop)
+        for fmt, loop, extra in CASES:
+            k = portable.load("mla_decode", kv_format=fmt, loop=loop, **extra)
             inputs = k.make_inputs(shape, 0)
             ok, detail = k.verify(inputs, k.run(inputs))
             t = time_gpu(lambda: k.run(inputs), repeats=20)["median_us"]
             cost = k.cost_of(shape)
-            rows.append({"shape": "B{B} L{L} q{q_len} h{h}".format(**shape), "fmt": fmt, "loop": loop, "ok": ok,
+            rows.append({"shape": "B{B} L{L} q{q_len} h{h}".format(**shape), "fmt": fmt, "loop": loop + "".join(f" {k}={v}" for k, v in extra.items()), "ok": ok,
                          "detail": "" if ok else str(detail)[:60], "us": t, "tbps": cost["bytes"] / t / 1e6,
                          "regs": k.for_heads(shape["h"], "sm_90a", shape["q_len"]).report("sm_90a")["registers"]})
             del inputs

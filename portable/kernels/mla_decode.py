@@ -73,8 +73,10 @@ class MLADecode(Kernel):
     def tiles(self, target: str) -> dict:
         """The target's tiling, its per-format override table, then explicit parameters."""
         table = tiling(self.NAME, target)
-        t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT] and [.wide] are tables
+        t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT], [.wide], [.fragments] are tables
         t.update(table.get(self.params["kv_format"], {}))
+        if (self.params["loop"] or t.get("loop")) == "fragments":            # that loop's own shape
+            t.update(table.get("fragments", {}))
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
         t.setdefault("tokens", 1)
