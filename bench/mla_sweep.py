@@ -1,4 +1,4 @@
-"""mla_decode tiling sweep on the memory-bound shape (B=128, L=8192, h=16) and the h=128 shape:
+"""mla_decode tiling sweep (the "tile" loop; bench/mla_loops.py compares the loops) on the memory-bound shape (B=128, L=8192, h=16) and the h=128 shape:
 every tiling is checked against the reference first, then timed (median of 20).
 
     python bench/mla_sweep.py [--out DIR]
@@ -33,7 +33,7 @@ def main():
             for kv_tile, rg, warps, min_blocks, split in TILINGS:
                 if shape["h"] == 16 and rg > 1:
                     continue
-                k = portable.load("mla_decode", kv_format=fmt, kv_tile=kv_tile, row_groups=rg, warps=warps,
+                k = portable.load("mla_decode", kv_format=fmt, loop="tile", kv_tile=kv_tile, row_groups=rg, warps=warps,
                                   min_blocks=min_blocks, score_split=split)
                 try:
                     inputs = inputs or k.make_inputs(shape, 0)
