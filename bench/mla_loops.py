@@ -20,13 +20,13 @@ from portable.timing import time_gpu
 SHAPES = [{"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 32, "L": 8192, "q_len": 1, "h": 16},
           {"B": 128, "L": 1024, "q_len": 4, "h": 16}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}]
 CASES = [("bf16", "tile", {}), ("fp8", "tile", {}), ("fp8", "fragments", {}),
-         ("fp8", "fragments", {"stages": 3, "min_blocks": 1})]
+         ("mxfp4", "tile", {}), ("mxfp4", "fragments", {}), ("mxfp4", "fragments", {"min_blocks": 3})]
 
 
-def small_case_errors(loop: str) -> str:
-    """Where a small single-sequence fp8 case goes wrong: the worst heads and 16-dim blocks."""
-    inputs = make_mla_inputs([64, 200], 1, 16, "fp8", seed=1, device="cuda")
-    out, lse = portable.load("mla_decode", kv_format="fp8", loop=loop)(**inputs, return_lse=True)
+def small_case_errors(fmt: str, loop: str) -> str:
+    """Where a small two-sequence case goes wrong: the worst heads and 16-dim blocks."""
+    inputs = make_mla_inputs([64, 200], 1, 16, fmt, seed=1, device="cuda")
+    out, lse = portable.load("mla_decode", kv_format=fmt, loop=loop)(**inputs, return_lse=True)
     want, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     err = (out.float() - want).abs()                                  # (total_q, h, 512)
     by_head = err.amax(dim=(0, 2))
@@ -40,7 +40,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
-    print("fragments loop, small case:", small_case_errors("fragments"), flush=True)
+    for fmt in ("fp8", "mxfp4"):
+        print(f"fragments loop, small {fmt} case:", small_case_errors(fmt, "fragments"), flush=True)
     rows = []
     for shape in SHAPES:
         for fmt, loop, extra in CASES:

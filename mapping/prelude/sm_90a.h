@@ -37,12 +37,24 @@ __device__ __forceinline__ void wg_mma_f16_n16(float (&d)[8], const unsigned (&a
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
 }
+// the same with bf16 A and B
+__device__ __forceinline__ void wg_mma_bf16_n16(float (&d)[8], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+}
 // Generic-proxy shared stores (st.shared) made visible to the async proxy that wgmma reads by.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // 16 bytes global -> shared without a register stage; bytes = 0 writes zeros (no read).
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+// 4 bytes (both addresses 4-byte aligned); reads only the first `bytes` (0..4), zero-fills the rest.
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, unsigned bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>

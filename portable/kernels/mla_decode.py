@@ -54,7 +54,7 @@ class MLADecode(Kernel):
         "kv_tile": Choice((0, 32, 64), 0),
         "row_groups": Choice((0, 1, 2, 4), 0),
         "warps": Choice((0, 4, 8), 0),
-        "min_blocks": Choice((0, 1, 2), 0),      # blocks per SM the compiler must fit (NVIDIA)
+        "min_blocks": Choice((0, 1, 2, 3), 0),      # blocks per SM the compiler must fit (NVIDIA)
         "score_split": Choice((0, 1, 2, 4, 8), 0),   # warps splitting the scores' K (0: warps / column tiles)
         # consecutive query tokens of one sequence a block (its row groups split between them)
         "tokens": Choice((0, 1, 2, 4), 0),
@@ -127,8 +127,8 @@ class MLADecode(Kernel):
         """The fragments loop's fixed shape: one warpgroup, 64-row tiles, 16 heads of one token."""
         if "wgmma" not in get_target(target).features:
             raise InputError(f"loop: 'fragments' needs warpgroup MMA, which {target} lacks (use 'tile')")
-        if self.params["kv_format"] != "fp8":
-            raise InputError(f"loop: 'fragments' is written for kv_format 'fp8', got {self.params['kv_format']!r} (use 'tile')")
+        if self.params["kv_format"] not in ("fp8", "mxfp4"):
+            raise InputError(f"loop: 'fragments' is written for kv_format 'fp8' and 'mxfp4', got {self.params['kv_format']!r} (use 'tile')")
         if (t["kv_tile"], t["row_groups"], t["warps"], t["tokens"]) != (64, 1, 4, 1):
             raise InputError(f"loop: 'fragments' takes kv_tile 64, row_groups 1, warps 4, tokens 1; got {t}")
 
@@ -137,8 +137,9 @@ class MLADecode(Kernel):
 
     def dynamic_smem(self, target):
         t = self.tiles(target)
-        if t["loop"] == "fragments":     # ring of raw tiles, Q^T and P^T (f16), per-warp maxima, 3 x 16 head values
-            return t["stages"] * 64 * D + 16 * D * 2 + 16 * 64 * 2 + 4 * 16 * 4 + 3 * 16 * 4
+        if t["loop"] == "fragments":     # ring of raw tiles (+ MXFP4 scale windows), Q^T, P^T, per-warp maxima, 3 x 16 head values
+            ring = 64 * (288 + 20 + 1 if self.params["kv_format"] == "mxfp4" else D)
+            return t["stages"] * ring + 16 * D * 2 + 16 * 64 * 2 + 4 * 16 * 4 + 3 * 16 * 4
         m, kt, warps = 16 * t["row_groups"], t["kv_tile"], t["warps"]
         ksplit = t["score_split"] or max(1, warps // (kt // get_target(target).mma_shape[1]))   # template KSPLIT
         return m * (D + 8) * 2 + kt * (D + 8) * 2 + ksplit * m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
