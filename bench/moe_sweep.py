@@ -1,9 +1,10 @@
 """mxfp4_moe tiling sweep on the issue's two goal shapes (R1 E257 d_expert 256 M=4: memory-bound;
-R1 E33 d_expert 2048 M=1024: matrix-bound), R1 E257 M=64 and gpt-oss M=1: every tiling is
+R1 E33 d_expert 2048 M=1024: matrix-bound), R1 E257 M=64, gpt-oss M=1 and the other large-tile
+shapes (E33 M256, gpt-oss M1024: warpgroup MMA against mma.sync): every tiling is
 checked against the reference first, then timed (median of 20, input sets rotated past the
 L2); then each kernel's GPU time in one call, from the profiler (default tiling and PROFILE_ALSO).
 
-    python bench/moe_sweep.py [--out DIR]
+    python bench/moe_sweep.py [--out DIR] [--modes a16w4,a4w4] [--shapes 0,1,4,5,6,8]
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ G2 = [{"ahead2": 1, "mt2": 2, "min_blocks2": 3}, {"ahead2": 1, "mt2": 4, "min_bl
 SWEEP = {
     0: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
     1: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
-    5: [{"tiles": "large"}],
+    4: [{"tiles": "large"}, {"tiles": "large", "mma": "sync"}],
+    5: [{"tiles": "large"}, {"tiles": "large", "mma": "sync"}],
+    8: [{"tiles": "large"}, {"tiles": "large", "mma": "sync"}],
     6: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
 }
 PROFILE_ALSO = {0: G2}      # per-kernel profiles of these tilings too (a16w4)
@@ -56,12 +59,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--modes", default="a16w4,a4w4")
+    ap.add_argument("--shapes", default=",".join(map(str, SWEEP)), help="SHAPES indices to sweep")
     args = ap.parse_args()
     ceilings = measure(0)
     print("ceilings", json.dumps(ceilings))
     rows, profiles = [], []
-    for index, tilings in SWEEP.items():
-        shape = SHAPES[index]
+    for index in map(int, args.shapes.split(",")):
+        shape, tilings = SHAPES[index], SWEEP[index]
         base = portable.load("mxfp4_moe")
         cost = base.cost_of(shape)
         sets = [base.make_inputs(shape, 0) for _ in range(max(1, min(4, -(-L2_FLUSH_BYTES // cost["bytes"]))))]

@@ -33,7 +33,8 @@ def test_compiles_with_matrix_instructions_and_no_spills(target, mode, tiles):
     assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"]
     for r in rows:
         instr = r["instructions"]
-        assert instr[EXPECTED[target, mode]] > 0, (r["kernel"], instr)
+        expected = "hgmma" if moe.mma_path(target) == "warpgroup" else EXPECTED[target, mode]   # sm_90a large tiles
+        assert instr[expected] > 0, (r["kernel"], instr)
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0 and instr["local_memory"] == 0, r
         assert r["smem_bytes"] <= portable.get_target(target).smem_per_block
 
@@ -45,6 +46,18 @@ def test_fp4_path_comes_from_the_target_data():
     src = portable.render("mxfp4_moe", target="sm_120a", mode="a4w4")
     assert "kind::mxf4.block_scale" in src
     assert "kind::mxf4" not in portable.render("mxfp4_moe", target="sm_90a", mode="a4w4")
+
+
+def test_warpgroup_mma_on_sm90a_large_tiles_from_the_target_data():
+    assert MXFP4MoE(tiles="large").mma_path("sm_90a") == "warpgroup"
+    assert MXFP4MoE(tiles="large", mode="a4w4").mma_path("sm_90a") == "warpgroup"      # bf16 path there too
+    assert MXFP4MoE(tiles="large", mma="sync").mma_path("sm_90a") == "bf16"
+    assert MXFP4MoE(tiles="small").mma_path("sm_90a") == "bf16"
+    assert MXFP4MoE(tiles="large").mma_path("sm_100a") == "bf16"
+    with pytest.raises(portable.InputError, match="bm = 16 x warps and bn = 64"):
+        MXFP4MoE(tiles="large", bm=64).source("sm_90a")
+    with pytest.raises(portable.InputError, match="sm_100a: no"):
+        MXFP4MoE(tiles="large", mma="warpgroup").source("sm_100a")
 
 
 def test_tile_choice_and_variants():

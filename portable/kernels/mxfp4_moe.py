@@ -62,6 +62,9 @@ class MXFP4MoE(Kernel):
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same three for gemm2
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4), 0),
+        # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling
+        # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments
+        "mma": Choice(("", "sync", "warpgroup"), ""),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
@@ -82,13 +85,19 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("mma",) if self.params[k]})
         return t
 
     def matrix_path(self, target: str) -> str:
         """"bf16" (operands decoded to bf16 for the target's bf16 instruction) or the target's FP4
         matrix path for a4w4 ("mma4": block-scaled FP4 from warp fragments; "umma": tcgen05)."""
         return get_target(target).limits.get("fp4_matrix", "bf16") if self.params["mode"] == "a4w4" else "bf16"
+
+    def mma_path(self, target: str) -> str:
+        """The template's MMA_PATH: the matrix path, with the bf16 one taken by warpgroup MMA
+        ("warpgroup") where the tiling says `mma = "warpgroup"` (sm_90a's large tiles)."""
+        path = self.matrix_path(target)
+        return "warpgroup" if path == "bf16" and self.tiles(target).get("mma") == "warpgroup" else path
 
     def small_kind(self, target: str) -> str:
         """The tiling for decode-sized batches: "skinny" where the target has one and the call
@@ -132,12 +141,17 @@ class MXFP4MoE(Kernel):
                 if path == "umma":
                     off_scratch = _align(operands, 128)
                     operands = off_scratch + umma_scratch_bytes(nb, bk)
+            elif t.get("mma") == "warpgroup":          # two stages of unpadded core-matrix tiles
+                off_as = off_bs = 0
+                off_b = 2 * bm * bk * 2
+                operands = off_b + 2 * nb * bk * 2
             else:
                 off_as = off_bs = 0
                 off_b = bm * lda * 2
                 operands = off_b + nb * lda * 2
             off_rows = _align(max(operands, bm * ldc * 4))
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
+                          "stage_a": bm * bk, "stage_b": nb * bk,
                           "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_rows + bm * 4}
         return out
 
@@ -160,6 +174,10 @@ class MXFP4MoE(Kernel):
         if self.matrix_path(target) == "umma":         # one 128-row tcgen05 MMA a block, 4 warps
             if bm != 128 or warps != 4 or 2 * bn > 256:
                 problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
+        elif self.mma_path(target) == "warpgroup":        # a warpgroup per 64 rows, all columns
+            if "wgmma" not in tgt.features or bm != 16 * warps or bn != 64:
+                problems.append(f"warpgroup MMA tiles need a target with wgmma ({target}: "
+                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), bm = 16 x warps and bn = 64")
         else:
             if bm % (16 * wm) or warps % wm:
                 problems.append(f"bm = {bm} must split into warps_m = {wm} groups of 16-row tiles")
@@ -172,7 +190,7 @@ class MXFP4MoE(Kernel):
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
-        return {"MODE": self.params["mode"], "MMA_PATH": self.matrix_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BK": bk,
+        return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BK": bk,
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
     def block_threads(self, target):
