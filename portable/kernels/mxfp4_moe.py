@@ -56,7 +56,7 @@ class MXFP4MoE(Kernel):
         "bk": Choice((0, 128, 256, 512), 0),
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
-        "ahead": Choice((0, 1, 2, 3, 4), 0),       # skinny: K slices of weights in flight a lane
+        "ahead": Choice((0, 1, 2, 3, 4), 0),       # K slices in flight (skinny: weights a lane; small/large: 1-2 register sets)
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
         "min_blocks": Choice((0, 1, 2, 3, 4), 0),  # skinny: blocks an SM the compiler must fit (caps registers)
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same three for gemm2
@@ -188,9 +188,12 @@ class MXFP4MoE(Kernel):
         smem = max(v["bytes"] for v in layout.values())
         if smem > tgt.smem_per_block:
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
+        fetch = (t.get("ahead", 1), t.get("ahead2", 1))    # K slices fetched ahead, per GEMM
+        if not all(1 <= f <= 2 for f in fetch):
+            problems.append(f"ahead/ahead2 = {fetch}: small and large tiles fetch 1 or 2 K slices ahead")
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
-        return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BK": bk,
+        return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BK": bk, "FETCH": fetch,
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
     def block_threads(self, target):
