@@ -165,7 +165,7 @@ class MXFP4MoE(Kernel):
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": (t["ahead"], t["ahead2"]), "SK_MT": (t["mt"], t["mt2"]),
-                    "SK_MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
+                    "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -194,6 +194,7 @@ class MXFP4MoE(Kernel):
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BK": bk, "FETCH": fetch,
+                "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
     def block_threads(self, target):
