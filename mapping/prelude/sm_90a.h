@@ -17,6 +17,13 @@ __device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lb
          | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
          | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32);
 }
+// The same for a K-major tile in the 128-byte swizzle: 8-row atoms of 128-byte rows (64 bf16),
+// 16-byte chunk c of row r stored at chunk c ^ (r % 8); atoms 8 rows apart are SBO = 1024 bytes
+// apart, the leading offset is unused (one K step stays inside a row). Atoms must start on
+// 1024-byte boundaries; a K step's start moves 32 bytes along the row.
+__device__ __forceinline__ unsigned long long wg_desc_sw128(unsigned addr) {
+    return wg_desc(addr, 16, 1024) | (1ull << 62);
+}
 // Orders register accesses before a wgmma that reads them (A fragments, accumulators).
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
