@@ -53,6 +53,7 @@ class MXFP4MoE(Kernel):
         # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
         "bm": Choice((0, 8, 16, 32, 64, 128), 0),
         "bn": Choice((0, 32, 64, 128), 0),
+        "bn2": Choice((0, 32, 64, 128, 256), 0),     # gemm2's output columns a block (0: bn)
         "bk": Choice((0, 128, 256, 512), 0),
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
@@ -85,7 +86,8 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("mma",) if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("mma", "bn2") if self.params[k]})
+        t.setdefault("bn2", t.get("bn"))
         return t
 
     def matrix_path(self, target: str) -> str:
@@ -127,10 +129,10 @@ class MXFP4MoE(Kernel):
         if self.skinny(target):                      # static shared memory only
             return {1: {"bytes": 0}, 2: {"bytes": 0}}
         t = self.tiles(target)
-        bm, bn, bk = t["bm"], t["bn"], t["bk"]
+        bm, bn, bk, bn2 = t["bm"], t["bn"], t["bk"], t["bn2"]
         path = self.matrix_path(target)
         out = {}
-        for which, nb in ((1, 2 * bn), (2, bn)):
+        for which, nb in ((1, 2 * bn), (2, bn2)):
             lda, lda4, ldc = bk + 8, bk // 2 + 16, nb + 4
             off_scratch = 0
             if path != "bf16":
@@ -175,12 +177,14 @@ class MXFP4MoE(Kernel):
             if bm != 128 or warps != 4 or 2 * bn > 256:
                 problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
         elif self.mma_path(target) == "warpgroup":        # a warpgroup per 64 rows, all columns
-            if "wgmma" not in tgt.features or bm != 16 * warps or bn != 64:
+            if "wgmma" not in tgt.features or bm != 16 * warps or bn != 64 or t["bn2"] not in (64, 128, 256):
                 problems.append(f"warpgroup MMA tiles need a target with wgmma ({target}: "
-                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), bm = 16 x warps and bn = 64")
+                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), bm = 16 x warps, bn = 64 and bn2 64, 128 or 256")
         else:
             if bm % (16 * wm) or warps % wm:
                 problems.append(f"bm = {bm} must split into warps_m = {wm} groups of 16-row tiles")
+            if t["bn2"] != bn:
+                problems.append(f"bn2 = {t['bn2']}: only warpgroup MMA tiles take their own gemm2 width")
             for nb in (2 * bn, bn):
                 if nb % (wn * mma_n):
                     problems.append(f"{nb} columns do not split over {wn} warps of {mma_n}-wide instructions")
@@ -193,7 +197,7 @@ class MXFP4MoE(Kernel):
             problems.append(f"ahead/ahead2 = {fetch}: small and large tiles fetch 1 or 2 K slices ahead")
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
-        return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BK": bk, "FETCH": fetch,
+        return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
@@ -284,7 +288,7 @@ class MXFP4MoE(Kernel):
             grid2 = -(-width // (16 * t["mt2"] * t["warps"] // split2))
         else:
             split1 = split2 = 1
-            grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn"])
+            grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
