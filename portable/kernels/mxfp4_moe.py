@@ -63,7 +63,7 @@ class MXFP4MoE(Kernel):
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same three for gemm2
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4), 0),
-        # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling
+        # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
         # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments
         "mma": Choice(("", "sync", "warpgroup"), ""),
     }
@@ -85,8 +85,8 @@ class MXFP4MoE(Kernel):
         if kind == "skinny" and self.small_kind(target) != "skinny":
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
-        t = dict(table.get(f"{kind}_{self.matrix_path(target)}", table[kind]))   # e.g. [small_umma]
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("mma", "bn2") if self.params[k]})
+        t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2",) if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         return t
 
@@ -96,10 +96,20 @@ class MXFP4MoE(Kernel):
         return get_target(target).limits.get("fp4_matrix", "bf16") if self.params["mode"] == "a4w4" else "bf16"
 
     def mma_path(self, target: str) -> str:
-        """The template's MMA_PATH: the matrix path, with the bf16 one taken by warpgroup MMA
-        ("warpgroup") where the tiling says `mma = "warpgroup"` (sm_90a's large tiles)."""
+        """The template's MMA_PATH: the matrix path, except that bf16 small/large tiles take
+        warpgroup MMA ("warpgroup") where `mma` (the parameter, else the target's tiling table)
+        says so and the table has a [KIND_warpgroup] tiling for them (sm_90a: large)."""
         path = self.matrix_path(target)
-        return "warpgroup" if path == "bf16" and self.tiles(target).get("mma") == "warpgroup" else path
+        table = tiling(self.NAME, target)
+        kind = self.tile_kind(target)
+        want = self.params["mma"] or table.get("mma", "sync")
+        if path != "bf16" or kind == "skinny" or want != "warpgroup":
+            return path
+        if f"{kind}_warpgroup" not in table:
+            if self.params["mma"]:
+                raise InputError(f"mma: 'warpgroup' needs a [{kind}_warpgroup] tiling for {target} in targets.toml")
+            return path
+        return "warpgroup"
 
     def small_kind(self, target: str) -> str:
         """The tiling for decode-sized batches: "skinny" where the target has one and the call
@@ -143,7 +153,7 @@ class MXFP4MoE(Kernel):
                 if path == "umma":
                     off_scratch = _align(operands, 128)
                     operands = off_scratch + umma_scratch_bytes(nb, bk)
-            elif t.get("mma") == "warpgroup":          # two stages of unpadded core-matrix tiles
+            elif self.mma_path(target) == "warpgroup":   # two stages of unpadded swizzled tiles
                 off_as = off_bs = 0
                 off_b = 2 * bm * bk * 2
                 operands = off_b + 2 * nb * bk * 2
