@@ -36,22 +36,17 @@ __device__ __forceinline__ void wg_fence_acc(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
-// d (64 x 16 fp32, 8 a thread) += A (64 x 16 f16, registers) x B (16 x 16 f16, descriptor)
-__device__ __forceinline__ void wg_mma_f16_n16(float (&d)[8], const unsigned (&a)[4], unsigned long long b) {
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+// d (64 x 16 fp32, 8 a thread) += A (64 x 16, registers) x B (16 x 16, descriptor), f16 or bf16
+#define WG_MMA_N16(NAME, TYPE)                                                                        \
+__device__ __forceinline__ void NAME(float (&d)[8], const unsigned (&a)[4], unsigned long long b) {    \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"                                        \
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                       \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"                      \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");            \
 }
-// the same with bf16 A and B
-__device__ __forceinline__ void wg_mma_bf16_n16(float (&d)[8], const unsigned (&a)[4], unsigned long long b) {
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
-}
+WG_MMA_N16(wg_mma_f16_n16, "f16")
+WG_MMA_N16(wg_mma_bf16_n16, "bf16")
 // d (64 x N fp32, N / 2 a thread) += A (64 x 16 bf16) x B (16 x N bf16), both from shared memory
 // (K-major descriptors); warp w of the warpgroup holds D rows 16w.. in the layout above
 __device__ __forceinline__ void wg_mma_ss_bf16_n64(float (&d)[32], unsigned long long a, unsigned long long b) {

@@ -60,7 +60,8 @@ class MLADecode(Kernel):
         "tokens": Choice((0, 1, 2, 4), 0),
         # "tile": warps split each tile on mma.sync/MFMA, KV decoded once into a shared bf16 tile;
         # "fragments": one warpgroup, swap-AB wgmma with the KV side built in registers from a
-        # cp.async ring of raw bytes (templates/mla_decode_fragments.j2; fp8 on sm_90a)
+        # cp.async ring of raw bytes (templates/mla_decode_fragments.j2; fp8's default on
+        # sm_90a, MXFP4 on request)
         "loop": Choice(("", "tile", "fragments"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
     }

@@ -59,7 +59,7 @@ class MXFP4MoE(Kernel):
         "warps_m": Choice((0, 1, 2, 4), 0),
         "ahead": Choice((0, 1, 2, 3, 4), 0),       # K slices in flight (skinny: weights a lane; small/large: 1-2 register sets)
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
-        "min_blocks": Choice((0, 1, 2, 3, 4), 0),  # skinny: blocks an SM the compiler must fit (caps registers)
+        "min_blocks": Choice((0, 1, 2, 3, 4), 0),  # blocks an SM the compiler must fit (caps registers)
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same three for gemm2
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4), 0),
