@@ -54,7 +54,7 @@ def test_warpgroup_mma_on_sm90a_large_tiles_from_the_target_data():
     assert MXFP4MoE(tiles="large", mma="sync").mma_path("sm_90a") == "bf16"
     assert MXFP4MoE(tiles="small").mma_path("sm_90a") == "bf16"
     assert MXFP4MoE(tiles="large").mma_path("sm_100a") == "bf16"
-    with pytest.raises(portable.InputError, match="bm = 16 x warps, bn = 64 and bn2 64, 128 or 256"):
+    with pytest.raises(portable.InputError, match="bm = 16 x warps, bn 32, 64 or 128 and bn2 64, 128 or 256"):
         MXFP4MoE(tiles="large", bm=64).source("sm_90a")
     with pytest.raises(portable.InputError, match="large_warpgroup"):
         MXFP4MoE(tiles="large", mma="warpgroup").source("sm_100a")

@@ -187,9 +187,9 @@ class MXFP4MoE(Kernel):
             if bm != 128 or warps != 4 or 2 * bn > 256:
                 problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
         elif self.mma_path(target) == "warpgroup":        # a warpgroup per 64 rows, all columns
-            if "wgmma" not in tgt.features or bm != 16 * warps or bn != 64 or t["bn2"] not in (64, 128, 256):
+            if "wgmma" not in tgt.features or bm != 16 * warps or bn not in (32, 64, 128) or t["bn2"] not in (64, 128, 256):
                 problems.append(f"warpgroup MMA tiles need a target with wgmma ({target}: "
-                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), bm = 16 x warps, bn = 64 and bn2 64, 128 or 256")
+                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), bm = 16 x warps, bn 32, 64 or 128 and bn2 64, 128 or 256")
         else:
             if bm % (16 * wm) or warps % wm:
                 problems.append(f"bm = {bm} must split into warps_m = {wm} groups of 16-row tiles")
