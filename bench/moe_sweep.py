@@ -27,9 +27,8 @@ SWEEP = {
     0: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
     1: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
     4: [{"tiles": "large"}, {"tiles": "large", "mma": "sync"}],
-    5: [{"tiles": "large"}, {"tiles": "large", "bn2": 256}, {"tiles": "large", "ahead": 2},
-        {"tiles": "large", "ahead": 2, "bn2": 256}, {"tiles": "large", "mma": "sync"}],
-    8: [{"tiles": "large"}, {"tiles": "large", "ahead": 2, "bn2": 256}, {"tiles": "large", "mma": "sync"}],
+    5: [{"tiles": "large"}, {"tiles": "large", "ahead": 1, "bn2": 128}, {"tiles": "large", "mma": "sync"}],
+    8: [{"tiles": "large"}, {"tiles": "large", "ahead": 1, "bn2": 128}, {"tiles": "large", "mma": "sync"}],
     6: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
 }
 PROFILE_ALSO = {0: G2}      # per-kernel profiles of these tilings too (a16w4)
