@@ -59,7 +59,7 @@ def test_warpgroup_mma_on_sm90a_large_tiles_from_the_target_data():
     with pytest.raises(portable.InputError, match="large_warpgroup"):
         MXFP4MoE(tiles="large", mma="warpgroup").source("sm_100a")
     assert MXFP4MoE(tiles="large", mma="sync").tiles("sm_90a")["bn2"] == 64         # [large], not [large_warpgroup]
-    assert MXFP4MoE(tiles="large").tiles("sm_90a")["bn2"] == 128
+    assert MXFP4MoE(tiles="large").tiles("sm_90a")["bn2"] == 256
 
 
 def test_tile_choice_and_variants():
