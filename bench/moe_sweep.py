@@ -26,9 +26,9 @@ G2 = [{"ahead2": 1, "mt2": 2, "min_blocks2": 3}, {"ahead2": 1, "mt2": 4, "min_bl
 SWEEP = {
     0: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
     1: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
-    4: [{"tiles": "large"}, {"tiles": "large", "mma": "sync"}],
+    4: [{"tiles": "large"}, {"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}, {**{"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}, "ahead": 1}, {"tiles": "large", "mma": "sync"}],
     5: [{"tiles": "large"}, {"tiles": "large", "ahead": 1, "bn2": 128}, {"tiles": "large", "mma": "sync"}],
-    8: [{"tiles": "large"}, {"tiles": "large", "ahead": 1, "bn2": 128}, {"tiles": "large", "mma": "sync"}],
+    8: [{"tiles": "large"}, {"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}, {**{"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}, "ahead": 1}, {"tiles": "large", "mma": "sync"}],
     6: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
 }
 PROFILE_ALSO = {0: G2}      # per-kernel profiles of these tilings too (a16w4)
