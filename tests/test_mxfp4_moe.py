@@ -62,6 +62,18 @@ def test_warpgroup_mma_on_sm90a_large_tiles_from_the_target_data():
     assert MXFP4MoE(tiles="large").tiles("sm_90a")["bn2"] == 256
 
 
+def test_medium_tiles_where_the_target_has_them():
+    k = MXFP4MoE()
+    assert k.pick_tiles(1024 * 4, 128, "sm_90a") == "medium"        # gpt-oss M1024: 32 rows an expert
+    assert k.pick_tiles(256 * 9, 33, "sm_90a") == "large"           # R1 E33 M256: 70
+    assert k.pick_tiles(1024 * 4, 128, "sm_100a") == "large"        # no [medium] there
+    rows = MXFP4MoE(tiles="medium").reports("sm_90a")
+    assert all(r["instructions"]["hgmma"] > 0 and r["spill_bytes"] == 0 for r in rows), rows
+    assert MXFP4MoE(tiles="medium", mma="sync").reports("sm_90a")[0]["instructions"]["hmma"] > 0
+    with pytest.raises(portable.InputError, match="no \\[medium\\] tiling"):
+        MXFP4MoE(tiles="medium").tiles("gfx942")
+
+
 def test_tile_choice_and_variants():
     k = MXFP4MoE()
     assert k.pick_tiles(4 * 9, 257, "sm_90a") == "skinny"

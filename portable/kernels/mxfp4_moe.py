@@ -49,7 +49,7 @@ class MXFP4MoE(Kernel):
         # rows a tile: "skinny" (weights as the A operand, straight from registers) or "small"
         # for decode-sized batches, "large" for prefill; "auto" picks per call from the pairs per
         # expert (targets.toml [tiling.mxfp4_moe.TARGET.skinny|small|large])
-        "tiles": Choice(("auto", "skinny", "small", "large"), "auto"),
+        "tiles": Choice(("auto", "skinny", "small", "medium", "large"), "auto"),
         # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
         "bm": Choice((0, 8, 16, 32, 64, 128), 0),
         "bn": Choice((0, 32, 64, 128), 0),
@@ -85,6 +85,9 @@ class MXFP4MoE(Kernel):
         if kind == "skinny" and self.small_kind(target) != "skinny":
             raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
+        if kind not in table:
+            raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
+                             f"{', '.join(k for k in ('skinny', 'small', 'medium', 'large') if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2",) if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
@@ -265,8 +268,13 @@ class MXFP4MoE(Kernel):
 
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
         """Large tiles once the average expert gets enough rows to fill them (no host sync: the
-        average over all experts, not the touched ones)."""
-        return "large" if pairs / experts >= tiling(self.NAME, target)["large_from_rows"] else self.small_kind(target)
+        average over all experts, not the touched ones); "medium" (a target's half-height large
+        tiles) below its `medium_below_rows`."""
+        table = tiling(self.NAME, target)
+        rows = pairs / experts
+        if rows < table["large_from_rows"]:
+            return self.small_kind(target)
+        return "medium" if rows < table.get("medium_below_rows", 0) else "large"
 
     def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
         launcher = self.launcher(hidden_states)
