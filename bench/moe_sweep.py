@@ -23,12 +23,13 @@ from portable.kernels.mxfp4_moe import SHAPES
 # tiling overrides per shape index (parameters left out take the tiling's own value)
 SK = "skinny"
 G2 = [{"ahead2": 1, "mt2": 2, "min_blocks2": 3}, {"ahead2": 1, "mt2": 4, "min_blocks2": 2}]    # gemm2 row tiles a warp
+B64 = {"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}     # one warpgroup of 64 rows a block
 SWEEP = {
     0: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
     1: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
-    4: [{"tiles": "large"}, {"tiles": "large", "a_stages": 2}, {"tiles": "medium"}, {"tiles": "large", "mma": "sync"}],
-    5: [{"tiles": "large"}, {"tiles": "large", "a_stages": 2}, {"tiles": "large", "mma": "sync"}],
-    8: [{"tiles": "medium"}, {"tiles": "large"}, {"tiles": "large", "mma": "sync"}],
+    4: [{"tiles": "large"}, B64, {**B64, "ahead": 1}, {"tiles": "large", "mma": "sync"}],
+    5: [{"tiles": "large"}, {"tiles": "large", "ahead": 1, "bn2": 128}, {"tiles": "large", "mma": "sync"}],
+    8: [{"tiles": "large"}, B64, {**B64, "ahead": 1}, {"tiles": "large", "mma": "sync"}],
     6: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
 }
 PROFILE_ALSO = {0: G2}      # per-kernel profiles of these tilings too (a16w4)

@@ -54,7 +54,6 @@ class MXFP4MoE(Kernel):
         "bm": Choice((0, 8, 16, 32, 64, 128), 0),
         "bn": Choice((0, 32, 64, 128), 0),
         "bn2": Choice((0, 32, 64, 128, 256), 0),     # gemm2's output columns a block (0: bn)
-        "a_stages": Choice((0, 2, 3), 0),            # warpgroup tiles: shared stages of the activations (3: copied a slice ahead)
         "bk": Choice((0, 128, 256, 512), 0),
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
@@ -90,7 +89,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
                              f"{', '.join(k for k in ('skinny', 'small', 'medium', 'large') if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "a_stages") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2",) if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         return t
 
@@ -157,9 +156,9 @@ class MXFP4MoE(Kernel):
                 if path == "umma":
                     off_scratch = _align(operands, 128)
                     operands = off_scratch + umma_scratch_bytes(nb, bk)
-            elif self.mma_path(target) == "warpgroup":   # unpadded swizzled tiles: a_stages of A, 2 of B
+            elif self.mma_path(target) == "warpgroup":   # two stages of unpadded swizzled tiles
                 off_as = off_bs = 0
-                off_b = t.get("a_stages", 2) * bm * bk * 2
+                off_b = 2 * bm * bk * 2
                 operands = off_b + 2 * nb * bk * 2
             else:
                 off_as = off_bs = 0
@@ -207,14 +206,12 @@ class MXFP4MoE(Kernel):
         if smem > tgt.smem_per_block:
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
         fetch = (t.get("ahead", 1), t.get("ahead2", 1))    # K slices fetched ahead, per GEMM
-        if t.get("a_stages", 2) not in (2, 3):
-            problems.append(f"a_stages = {t['a_stages']}: the activations take 2 or 3 shared stages")
         if not all(1 <= f <= 2 for f in fetch):
             problems.append(f"ahead/ahead2 = {fetch}: small and large tiles fetch 1 or 2 K slices ahead")
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
-                "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)), "A_STAGES": t.get("a_stages", 2),
+                "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
     def block_threads(self, target):
