@@ -47,8 +47,9 @@ class MXFP4MoE(Kernel):
     PARAMS = {
         "mode": Choice(ref.MODES, "a16w4"),
         # rows a tile: "skinny" (weights as the A operand, straight from registers) or "small"
-        # for decode-sized batches, "large" for prefill; "auto" picks per call from the pairs per
-        # expert (targets.toml [tiling.mxfp4_moe.TARGET.skinny|small|large])
+        # for decode-sized batches, "large" for prefill, "medium" (where a target has it) between;
+        # "auto" picks per call from the pairs per expert (targets.toml
+        # [tiling.mxfp4_moe.TARGET.skinny|small|medium|large])
         "tiles": Choice(("auto", "skinny", "small", "medium", "large"), "auto"),
         # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
         "bm": Choice((0, 8, 16, 32, 64, 128), 0),
