@@ -107,11 +107,12 @@ __device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsign
 
 // ---- MXFP4 decode: four E2M1 codes (the low 16 bits of h, lowest nibble first) times their
 // block scale -> two packed bf16x2 (codes 0, 1 in w0; 2, 3 in w1), exact. Two byte permutes
-// look the magnitudes up in 8-entry tables (high and low bytes of the bf16 values 0 .. 6),
-// two more interleave them, a multiply moves each pair's sign bits into place, and one bf16x2
-// FMA applies the scale (E8M0 fits bf16's exponent; bf16 fma keeps subnormals, so the two
-// smallest scales, 2^-127 and 2^-126, stay exact: test_smallest_block_scales on the H100).
-// ~13 instructions for 4 values.
+// look the magnitudes up in 8-entry tables (high and low bytes of the bf16 values 0 .. 6); a
+// third, in prmt's sign-replicate mode, turns each code's sign bit into a byte of ones or
+// zeros that one logic op ORs into the high bytes; two more interleave the bytes into pairs,
+// and one bf16x2 FMA applies the scale (E8M0 fits bf16's exponent; bf16 fma keeps subnormals,
+// so the two smallest scales, 2^-127 and 2^-126, stay exact: test_smallest_block_scales on
+// the H100). ~11 instructions for 4 values.
 __device__ __forceinline__ unsigned e8m0_to_bf16x2(unsigned code) {
     const unsigned b = code == 255u ? 0x7fc0u : code == 0u ? 0x0040u : code << 7;
     return b | (b << 16);
@@ -120,8 +121,12 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     const unsigned sel = h & 0x7777u;
     const unsigned hi = __byte_perm(0x3f3f3f00u, 0x40404040u, sel);   // 0, .5, 1, 1.5 | 2, 3, 4, 6
     const unsigned lo = __byte_perm(0xc0800000u, 0xc0804000u, sel);
-    unsigned a = __byte_perm(lo, hi, 0x5140u) | (((h & 0x88u) * 0x1001000u) & 0x80008000u);
-    unsigned b = __byte_perm(lo, hi, 0x7362u) | (((h & 0x8800u) * 0x10010u) & 0x80008000u);
+    // byte i = 0xff where code i is negative: the sign bits 3, 7, 11, 15 are the top bits of
+    // bytes 0, 1 of h << 4 and of h (selector nibbles 8 + byte index)
+    unsigned neg;
+    asm("prmt.b32 %0, %1, %2, 0xd9c8;" : "=r"(neg) : "r"(h << 4), "r"(h));
+    const unsigned hs = hi | (neg & 0x80808080u);
+    const unsigned a = __byte_perm(lo, hs, 0x5140u), b = __byte_perm(lo, hs, 0x7362u);
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w0) : "r"(a), "r"(scale2), "r"(0x80008000u));
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w1) : "r"(b), "r"(scale2), "r"(0x80008000u));
 }
