@@ -91,12 +91,16 @@ def test_out_of_range_ids():
     bad[2, 1] = 6
     with pytest.raises(portable.InputError, match="topk_ids"):
         moe(**dict(inp, topk_ids=bad))
-    # unchecked, the slot is skipped on the GPU: the same as routing it with weight 0
+    # unchecked, the slot is skipped on the GPU: the same as routing it with weight 0; token 5,
+    # routed nowhere, gets a row of zeros (no gemm2 block sums it: moe_route writes it)
+    bad[5, :] = -1
     got = run_poisoned(moe, dict(inp, topk_ids=bad), check_ids=False)
     weights = inp["topk_weights"].clone()
     weights[2, 1] = 0.0
+    weights[5, :] = 0.0
     ok, detail = compare(got, moe_reference(**dict(inp, topk_weights=weights)))
     assert ok, detail
+    assert torch.equal(got[5], torch.zeros_like(got[5]))
 
 
 def test_errors_name_the_argument():
