@@ -4,11 +4,10 @@
     out = moe(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids,
               d_hidden=7168, d_expert=256)
 
-Three launches on torch's current stream, no host sync once the ids are checked:
+Four launches on torch's current stream, no host sync once the ids are checked:
 moe_route (pairs -> expert-ordered tiles) -> moe_gemm1 (gate/up, SwiGLU) -> moe_gemm2 (down,
-times the routing weight, then the combine: the block that finishes a token's last slot in a
-column block sums the slots there in slot order, so the result is the same bit for bit on
-every run whichever block finishes last). a4w4 on the bf16 path adds moe_quantize_x
+times the routing weight) -> moe_combine (sum of each token's slots in slot order: the result
+is the same bit for bit on every run, no atomics). a4w4 on the bf16 path adds moe_quantize_x
 (x rounded through MXFP4 once) and, with skinny tiles, moe_quantize_h. Weights stay FP4 + E8M0
 in memory; they are decoded in registers (skinny tiles) or shared memory (bf16 matrix path), or
 fed to the target's block-scaled FP4 matrix instruction as they are (a4w4 where targets.toml
@@ -71,9 +70,9 @@ class MXFP4MoE(Kernel):
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
-        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "i32"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32",
-                      "ptr", "i32", "i32", "ptr", "ptr"),
+        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
+        "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
     }
@@ -226,7 +225,7 @@ class MXFP4MoE(Kernel):
         return {"moe_gemm2": self.layout(target)[2]["bytes"]}
 
     def reports(self, target: str) -> list[dict]:
-        """Both GEMMs (the route kernel has no matrix work)."""
+        """Both GEMMs (the route and combine kernels have no matrix work)."""
         from ..report import static_report
         gemm2 = static_report(self.binary(target), "moe_gemm2", self.block_threads(target),
                               self.entry_smem(target)["moe_gemm2"])
@@ -293,6 +292,14 @@ class MXFP4MoE(Kernel):
         ybuf = torch.empty(P, width, device=dev, dtype=torch.bfloat16)
         threads = self.block_threads(launcher.target)
         layout = self.layout(launcher.target)
+        launcher.launch_other("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
+                              (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr()))
+        x, x_stride = hidden_states, width
+        if self.params["mode"] == "a4w4" and self.matrix_path(launcher.target) == "bf16":
+            x_stride = -(-s.d_hidden // MX_BLOCK) * MX_BLOCK         # x rounded through MXFP4 once
+            x = torch.empty(M, x_stride, device=dev, dtype=torch.bfloat16)
+            launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
+                                  (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride))
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
             split1, split2 = (skinny_ksplit(k_dim, t["warps"]) for k_dim in (s.Dh, s.De))
@@ -301,16 +308,6 @@ class MXFP4MoE(Kernel):
         else:
             split1 = split2 = 1
             grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn2"])
-        done = torch.empty(M * grid2, device=dev, dtype=torch.int32)     # gemm2's combine counters (route zeroes them)
-        launcher.launch_other("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
-                              (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr(),
-                               k_top, width, out.data_ptr(), done.data_ptr(), done.numel()))
-        x, x_stride = hidden_states, width
-        if self.params["mode"] == "a4w4" and self.matrix_path(launcher.target) == "bf16":
-            x_stride = -(-s.d_hidden // MX_BLOCK) * MX_BLOCK         # x rounded through MXFP4 once
-            x = torch.empty(M, x_stride, device=dev, dtype=torch.bfloat16)
-            launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
-                                  (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride))
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
@@ -322,8 +319,9 @@ class MXFP4MoE(Kernel):
         launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
-                               ybuf.data_ptr(), split2, topk_ids.data_ptr(), s.E, k_top, done.data_ptr(),
-                               out.data_ptr()))
+                               ybuf.data_ptr(), split2))
+        launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
+                              (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()))
         return out
 
     # --- reference, cost and benchmark face -------------------------------------------------
