@@ -92,7 +92,7 @@ def test_out_of_range_ids():
     with pytest.raises(portable.InputError, match="topk_ids"):
         moe(**dict(inp, topk_ids=bad))
     # unchecked, the slot is skipped on the GPU: the same as routing it with weight 0; token 5,
-    # routed nowhere, gets a row of zeros (no gemm2 block sums it: moe_route writes it)
+    # routed nowhere, gets a row of zeros
     bad[5, :] = -1
     got = run_poisoned(moe, dict(inp, topk_ids=bad), check_ids=False)
     weights = inp["topk_weights"].clone()
