@@ -7,6 +7,8 @@ export PYTHONUNBUFFERED=1
 case "${1:-}" in commit=*) export PORTABLE_GIT_COMMIT="${1#commit=}"; shift ;; esac
 OUT=${OUT:-/tmp/portable-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+# peer libraries, where the call carried their wheels (bench/peer_wheels.sh; run(carry=[".whl"]))
+if compgen -G ".whl/*.whl" >/dev/null; then python3 -m pip install -q --no-deps .whl/*.whl >>"$OUT/install.log" 2>&1; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for step in "$@"; do
   case "$step" in

@@ -52,6 +52,21 @@ def _time_rotating(fn, sets, repeats):
     return time_gpu(lambda: fn(current["inputs"]), repeats=repeats, rotate=rotate)["times_us"]
 
 
+def _time_peer(k, fn, sets, repeats) -> dict:
+    """A peer's times on the kernel's input sets, after its own setup (`prepare`, outside the
+    timing) and a check by the kernel's verify(): a peer that disagrees with the reference is
+    not timed (its error is kept instead)."""
+    try:
+        for inputs in getattr(fn, "prepare", None) and sets or []:
+            fn.prepare(inputs)
+        ok, detail = k.verify(sets[0], fn(sets[0]))
+    except Exception as e:          # a library's own failure, whatever its type: recorded, not raised
+        ok, detail = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if not ok:
+        return {"times_us": [], "error": detail}
+    return {"times_us": _time_rotating(fn, sets, repeats)}
+
+
 def sweep_table(rows: list[dict], columns: list[str]) -> str:
     """A tiling sweep's rows as a text table (bench/*_sweep.py): the given columns, "-" where a
     row has none (a tiling that failed has only its error)."""
@@ -85,7 +100,7 @@ def bench_gpu(kernel_names, shape_set: str, repeats: int) -> dict:
             row["times_us"] = _time_rotating(k.run, sets, repeats)
             row["status"] = "ok" if ok else "mismatch"
             row["error"] = None if ok else detail
-            row["peers"] = {peer: {"times_us": _time_rotating(fn, sets, repeats)} for peer, fn in k.peers().items()}
+            row["peers"] = {peer: _time_peer(k, fn, sets, repeats) for peer, fn in k.peers().items()}
             row["static"] = _static(k.report(target))
             del sets, probe
         except (PortableError, RuntimeError) as e:

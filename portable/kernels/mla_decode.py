@@ -17,6 +17,7 @@ import torch
 
 from ..device import device_target
 from ..errors import InputError
+from .. import peers
 from ..params import Choice
 from ..refs import mla as ref
 from ..targets import get_target, tiling
@@ -316,7 +317,12 @@ class MLADecode(Kernel):
         return compare(out, lse, want_out, want_lse)
 
     def peers(self) -> dict:
-        return {"torch bf16 bmm-softmax-bmm": lambda inputs: ref.mla_torch_bf16(**_unplanned(inputs))}
+        """The torch path always; FlashInfer's MLA decode on bf16 caches where it is installed
+        (portable.peers; the wheels: bench/peer_wheels.sh)."""
+        out = {"torch bf16 bmm-softmax-bmm": lambda inputs: ref.mla_torch_bf16(**_unplanned(inputs))}
+        if self.params["kv_format"] == "bf16" and peers.available("flashinfer"):
+            out[f"flashinfer {peers.version('flashinfer-python')} MLA"] = peers.FlashInferMLA()
+        return out
 
     def cost_of(self, shape: dict) -> dict:
         B, L, n = shape["B"], shape["L"], shape["q_len"]
