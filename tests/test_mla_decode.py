@@ -97,6 +97,32 @@ def test_wide_row_groups_chosen_from_the_target_data():
     assert by_tokens.tiles("sm_90a")["row_groups"] == 2 and by_tokens.tiles("sm_90a")["tokens"] == 2
 
 
+def test_heads_loop_for_bf16_once_64_rows_fill():
+    k = MLADecode(kv_format="bf16")
+    big = k.for_heads(128, "sm_90a")
+    assert big.tiles("sm_90a")["loop"] == "heads" and big.tiles("sm_90a")["tokens"] == 1
+    assert big is k.for_heads(64, "sm_90a") and big.for_heads(128, "sm_90a") is big
+    by_tokens = k.for_heads(16, "sm_90a", q_max=4)            # 16 heads x 4 tokens: 64 rows
+    assert by_tokens.tiles("sm_90a")["loop"] == "heads" and by_tokens.tiles("sm_90a")["tokens"] == 4
+    assert k.for_heads(32, "sm_90a").tiles("sm_90a")["loop"] == "tile"       # 32 rows: [.wide]
+    assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
+    assert MLADecode(kv_format="mxfp4").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
+    assert MLADecode(kv_format="bf16", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
+    assert big.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
+    with pytest.raises(portable.InputError, match="written for kv_format 'bf16'"):
+        portable.load("mla_decode", kv_format="fp8", loop="heads").source("sm_90a")
+    with pytest.raises(portable.InputError, match="sm_100a lacks"):
+        portable.load("mla_decode", kv_format="bf16", loop="heads").source("sm_100a")
+
+
+def test_heads_loop_compiles_to_warpgroup_mma_without_spills():
+    toolchain_or_skip(nvrtc.available())
+    r = MLADecode(kv_format="bf16").for_heads(128, "sm_90a").report("sm_90a")
+    assert r["instructions"]["hgmma"] == 40 and r["instructions"]["hmma"] == 0, r    # 36 for S, 4 for P V
+    assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
+
+
 def test_work_list_groups_consecutive_tokens_with_their_causal_limit():
     wide = MLADecode(kv_format="bf16").for_heads(16, "sm_90a", q_max=3)
     # b0: 3 queries on 1 KV row (tokens 0-1 see 0 rows: an empty item), b1: 1 query on 300 rows

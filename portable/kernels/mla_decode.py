@@ -62,8 +62,10 @@ class MLADecode(Kernel):
         # "tile": warps split each tile on mma.sync/MFMA, KV decoded once into a shared bf16 tile;
         # "fragments": one warpgroup, swap-AB wgmma with the KV side built in registers from a
         # cp.async ring of raw bytes (templates/mla_decode_fragments.j2; fp8's default on
-        # sm_90a, MXFP4 on request)
-        "loop": Choice(("", "tile", "fragments"), ""),
+        # sm_90a, MXFP4 on request); "heads": two warpgroups, 64 query rows a block, both
+        # products on wgmma from shared memory (templates/mla_decode_heads.j2; bf16 on sm_90a
+        # once heads x query tokens fill 64 rows)
+        "loop": Choice(("", "tile", "fragments", "heads"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
@@ -77,8 +79,9 @@ class MLADecode(Kernel):
         table = tiling(self.NAME, target)
         t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT], [.wide], [.fragments] are tables
         t.update(table.get(self.params["kv_format"], {}))
-        if (self.params["loop"] or t.get("loop")) == "fragments":            # that loop's own shape
-            t.update(table.get("fragments", {}))
+        loop = self.params["loop"] or t.get("loop")
+        if loop in ("fragments", "heads"):                                    # that loop's own shape
+            t.update(table.get(loop, {}))
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
         t.setdefault("tokens", 1)
@@ -91,12 +94,18 @@ class MLADecode(Kernel):
 
     def for_heads(self, heads: int, target: str, q_max: int = 1) -> "MLADecode":
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
-        [.wide] tiling when they fill its larger row groups (16 rows a group: heads of one token,
-        or one head group of consecutive tokens; each group a block holds re-reads no KV)."""
-        wide = tiling(self.NAME, target).get("wide")
-        if self.params["row_groups"] or not wide or self.tiles(target)["loop"] == "fragments" or heads * q_max < 16 * wide["row_groups"]:
+        [.heads] tiling (bf16) or else its [.wide] one when they fill that tiling's row groups
+        (16 rows a group: heads of one token, or one head group of consecutive tokens; each
+        group a block holds re-reads no KV)."""
+        table, loop = tiling(self.NAME, target), self.params["loop"]
+        if self.params["row_groups"] or self.tiles(target)["loop"] == "fragments":
             return self
-        params = {**self.params, **{k: v for k, v in wide.items() if k in self.PARAMS}}
+        options = ([table.get("heads")] if self.params["kv_format"] == "bf16" and loop in ("", "heads") else []) \
+            + ([table.get("wide")] if loop in ("", "tile") else [])
+        fits = [t for t in options if t and heads * q_max >= 16 * t["row_groups"]]
+        if not fits:
+            return self
+        params = {**self.params, **{k: v for k, v in fits[0].items() if k in self.PARAMS}}
         head_groups = max(d for d in range(1, params["row_groups"] + 1)    # of one token a block
                           if params["row_groups"] % d == 0 and heads % (16 * d) == 0)
         params["tokens"] = params["row_groups"] // head_groups
@@ -111,6 +120,8 @@ class MLADecode(Kernel):
         mma_n = get_target(target).mma_shape[1]
         if t["loop"] == "fragments":
             self._check_fragments(target, t)
+        if t["loop"] == "heads":
+            self._check_heads(target, t)
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -134,11 +145,22 @@ class MLADecode(Kernel):
         if (t["kv_tile"], t["row_groups"], t["warps"], t["tokens"]) != (64, 1, 4, 1):
             raise InputError(f"loop: 'fragments' takes kv_tile 64, row_groups 1, warps 4, tokens 1; got {t}")
 
+    def _check_heads(self, target: str, t: dict) -> None:
+        """The heads loop's fixed shape: two warpgroups, 64-row tiles, 64 query rows, bf16."""
+        if "wgmma" not in get_target(target).features:
+            raise InputError(f"loop: 'heads' needs warpgroup MMA, which {target} lacks (use 'tile')")
+        if self.params["kv_format"] != "bf16":
+            raise InputError(f"loop: 'heads' is written for kv_format 'bf16', got {self.params['kv_format']!r}")
+        if (t["kv_tile"], t["row_groups"], t["warps"]) != (64, 4, 8):
+            raise InputError(f"loop: 'heads' takes kv_tile 64, row_groups 4, warps 8; got {t}")
+
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
 
     def dynamic_smem(self, target):
         t = self.tiles(target)
+        if t["loop"] == "heads":         # Q and two KV tiles (64 rows x 1152 bytes), P, 2 x 2 x 64 row values
+            return 3 * 64 * D * 2 + 64 * 64 * 2 + 2 * 2 * 64 * 4
         if t["loop"] == "fragments":     # ring of raw tiles (+ MXFP4 scale windows), Q^T, P^T, per-warp maxima, 3 x 16 head values
             ring = 64 * (288 + 20 + 1 if self.params["kv_format"] == "mxfp4" else D)
             return t["stages"] * ring + 16 * D * 2 + 16 * 64 * 2 + 4 * 16 * 4 + 3 * 16 * 4
