@@ -84,13 +84,13 @@ def test_cost_model_by_hand():
 
 
 def test_wide_row_groups_chosen_from_the_target_data():
-    k = MLADecode(kv_format="mxfp4")
+    k = MLADecode(kv_format="mxfp4", loop="tile")             # (sm_90a runs MXFP4 on the fragments loop by default)
     assert k.for_heads(16, "sm_90a") is k                     # 16 heads: one group, the base tiling
     wide = k.for_heads(128, "sm_90a")
     assert wide is k.for_heads(64, "sm_90a")                  # one cached variant
     assert wide.tiles("sm_90a")["row_groups"] == 2 and wide.for_heads(128, "sm_90a") is wide
     assert k.for_heads(128, "gfx942") is k                    # no [.wide] table there
-    pinned = MLADecode(kv_format="mxfp4", row_groups=1)
+    pinned = MLADecode(kv_format="mxfp4", loop="tile", row_groups=1)
     assert pinned.for_heads(128, "sm_90a") is pinned          # an explicit choice wins
     assert wide.tiles("sm_90a")["tokens"] == 1                # 128 heads: two head groups of one token
     by_tokens = k.for_heads(16, "sm_90a", q_max=4)             # 16 heads x 4 tokens fill two groups
@@ -106,7 +106,7 @@ def test_heads_loop_for_bf16_once_64_rows_fill():
     assert by_tokens.tiles("sm_90a")["loop"] == "heads" and by_tokens.tiles("sm_90a")["tokens"] == 4
     assert k.for_heads(32, "sm_90a").tiles("sm_90a")["loop"] == "tile"       # 32 rows: [.wide]
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
-    assert MLADecode(kv_format="mxfp4").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
+    assert MLADecode(kv_format="mxfp4", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
     assert big.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
     with pytest.raises(portable.InputError, match="written for kv_format 'bf16'"):

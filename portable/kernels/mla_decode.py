@@ -102,7 +102,7 @@ class MLADecode(Kernel):
             return self
         options = ([table.get("heads")] if self.params["kv_format"] == "bf16" and loop in ("", "heads") else []) \
             + ([table.get("wide")] if loop in ("", "tile") else [])
-        fits = [t for t in options if t and heads * q_max >= 16 * t["row_groups"]]
+        fits = [t for t in options if t and (heads * q_max >= 16 * t["row_groups"] or loop == "heads")]
         if not fits:
             return self
         params = {**self.params, **{k: v for k, v in fits[0].items() if k in self.PARAMS}}
