@@ -17,7 +17,7 @@ import torch
 
 import portable
 from portable import peers
-from portable.bench import _time_rotating
+from portable.bench import _time_peer, _time_rotating
 from portable.refs import make_mla_inputs, mla_reference
 from portable.kernels.mla_decode import compare
 
@@ -53,12 +53,10 @@ def main():
     for shape in TIMED:
         k = portable.load("mla_decode", kv_format="bf16")
         sets = [k.make_inputs(shape, 0) for _ in range(2)]
-        for s in sets:
-            peer.prepare(s)
-        ok, detail = k.verify(sets[0], peer(sets[0]))
-        mine = statistics.median(_time_rotating(k.run, sets, 30))
-        theirs = statistics.median(_time_rotating(peer, sets, 30))
-        row = {"shape": shape, "peer_ok": ok, "detail": detail, "mla_decode_us": mine, "flashinfer_us": theirs}
+        theirs = _time_peer(k, peer, sets, 30)          # prepared, checked, then timed as `portable bench` does
+        row = {"shape": shape, "mla_decode_us": statistics.median(_time_rotating(k.run, sets, 30)),
+               "flashinfer_us": statistics.median(theirs["times_us"]) if theirs["times_us"] else None,
+               "flashinfer_error": theirs.get("error")}
         print(row, flush=True)
         report["timed"].append(row)
     json.dump(report, open(os.path.join(args.out, "peer_probe.json"), "w"), indent=1, default=str)

@@ -14,6 +14,8 @@ import importlib.util
 
 import torch
 
+from .refs.mla import D_QK, D_V
+
 WORKSPACE_BYTES = 128 << 20         # FlashInfer's recommended float workspace for split-KV
 
 
@@ -55,11 +57,11 @@ class FlashInferMLA:
         wrapper = self.flashinfer.mla.BatchMLAPagedAttentionWrapper(
             torch.empty(WORKSPACE_BYTES, dtype=torch.int8, device=kv.device))
         h = q.shape[1]
-        sm_scale = inputs.get("sm_scale") or 576 ** -0.5
-        wrapper.plan(qo.int(), pages_indptr, indices, lens, h, 512, 64, page, True, sm_scale,
+        sm_scale = D_QK ** -0.5 if inputs.get("sm_scale") is None else inputs["sm_scale"]
+        wrapper.plan(qo.int(), pages_indptr, indices, lens, h, D_V, D_QK - D_V, page, True, sm_scale,
                      torch.bfloat16, torch.bfloat16)
-        rows = kv.view(-1, page, 576)
-        self.state[id(q)] = (wrapper, q[..., :512], q[..., 512:], rows[..., :512], rows[..., 512:])
+        rows = kv.view(-1, page, D_QK)
+        self.state[id(q)] = (wrapper, q[..., :D_V], q[..., D_V:], rows[..., :D_V], rows[..., D_V:])
         torch.cuda.synchronize()
 
     def __call__(self, inputs):

@@ -26,6 +26,10 @@ from .base import Kernel
 D, DV = 576, 512
 KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.uint8}
 LOG2E = 1.4426950408889634
+# the warpgroup-MMA loops' formats and fixed tiling: "fragments" one warpgroup and 16 heads of
+# one token, "heads" two warpgroups and 64 query rows
+WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, "warps": 4, "tokens": 1}),
+               "heads": (("bf16",), {"kv_tile": 64, "row_groups": 4, "warps": 8})}
 
 
 @dataclass(frozen=True)
@@ -118,10 +122,8 @@ class MLADecode(Kernel):
     def template_context(self, target):
         t = self.tiles(target)
         mma_n = get_target(target).mma_shape[1]
-        if t["loop"] == "fragments":
-            self._check_fragments(target, t)
-        if t["loop"] == "heads":
-            self._check_heads(target, t)
+        if t["loop"] in WGMMA_LOOPS:
+            self._check_wgmma_loop(target, t)
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -136,23 +138,17 @@ class MLADecode(Kernel):
                 "MIN_BLOCKS": t["min_blocks"], "S_SPLIT": t["score_split"], "TOKENS": t["tokens"],
                 "LOOP": t["loop"], "STAGES": t["stages"]}
 
-    def _check_fragments(self, target: str, t: dict) -> None:
-        """The fragments loop's fixed shape: one warpgroup, 64-row tiles, 16 heads of one token."""
+    def _check_wgmma_loop(self, target: str, t: dict) -> None:
+        """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
+        loop = t["loop"]
+        formats, shape = WGMMA_LOOPS[loop]
         if "wgmma" not in get_target(target).features:
-            raise InputError(f"loop: 'fragments' needs warpgroup MMA, which {target} lacks (use 'tile')")
-        if self.params["kv_format"] not in ("fp8", "mxfp4"):
-            raise InputError(f"loop: 'fragments' is written for kv_format 'fp8' and 'mxfp4', got {self.params['kv_format']!r} (use 'tile')")
-        if (t["kv_tile"], t["row_groups"], t["warps"], t["tokens"]) != (64, 1, 4, 1):
-            raise InputError(f"loop: 'fragments' takes kv_tile 64, row_groups 1, warps 4, tokens 1; got {t}")
-
-    def _check_heads(self, target: str, t: dict) -> None:
-        """The heads loop's fixed shape: two warpgroups, 64-row tiles, 64 query rows, bf16."""
-        if "wgmma" not in get_target(target).features:
-            raise InputError(f"loop: 'heads' needs warpgroup MMA, which {target} lacks (use 'tile')")
-        if self.params["kv_format"] != "bf16":
-            raise InputError(f"loop: 'heads' is written for kv_format 'bf16', got {self.params['kv_format']!r}")
-        if (t["kv_tile"], t["row_groups"], t["warps"]) != (64, 4, 8):
-            raise InputError(f"loop: 'heads' takes kv_tile 64, row_groups 4, warps 8; got {t}")
+            raise InputError(f"loop: {loop!r} needs warpgroup MMA, which {target} lacks (use 'tile')")
+        if self.params["kv_format"] not in formats:
+            raise InputError(f"loop: {loop!r} is written for kv_format {' and '.join(map(repr, formats))}, "
+                             f"got {self.params['kv_format']!r} (use 'tile')")
+        if any(t[k] != v for k, v in shape.items()):
+            raise InputError(f"loop: {loop!r} takes {', '.join(f'{k} {v}' for k, v in shape.items())}; got {t}")
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
