@@ -25,6 +25,7 @@ from .base import Kernel
 
 D, DV = 576, 512
 KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.uint8}
+KV_ROW = {"bf16": 2 * D, "fp8": D, "mxfp4": D // 2}    # bytes of one kv row (MXFP4's scales apart)
 LOG2E = 1.4426950408889634
 # the warpgroup-MMA loops' formats and fixed tiling: "fragments" one warpgroup and 16 heads of
 # one token, "heads" two warpgroups and 64 query rows
@@ -130,13 +131,13 @@ class MLADecode(Kernel):
             raise InputError(f"score_split: {t['score_split']} must divide the block's {t['warps']} warps")
         if t["kv_tile"] % 16 or t["kv_tile"] % mma_n or (DV // t["warps"]) % mma_n:
             raise InputError(f"kv_tile/warps: {t} do not tile into {target}'s {mma_n}-wide matrix instruction")
-        smem = self.dynamic_smem(target)
+        layout = self.layout(target)
         limit = get_target(target).smem_per_block
-        if smem > limit:
-            raise InputError(f"kv_tile/row_groups: {t} need {smem} bytes of shared memory, {target} has {limit}")
+        if layout["bytes"] > limit:
+            raise InputError(f"kv_tile/row_groups: {t} need {layout['bytes']} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
-                "MIN_BLOCKS": t["min_blocks"], "S_SPLIT": t["score_split"], "TOKENS": t["tokens"],
-                "LOOP": t["loop"], "STAGES": t["stages"]}
+                "MIN_BLOCKS": t["min_blocks"], "KSPLIT": self.score_split(target), "TOKENS": t["tokens"],
+                "LOOP": t["loop"], "STAGES": t["stages"], "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
 
     def _check_wgmma_loop(self, target: str, t: dict) -> None:
         """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
@@ -153,16 +154,28 @@ class MLADecode(Kernel):
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
 
-    def dynamic_smem(self, target):
+    def score_split(self, target: str) -> int:
+        """The tile loop's warps splitting the scores' 576-deep K (the others split its column tiles)."""
         t = self.tiles(target)
-        if t["loop"] == "heads":         # Q and two KV tiles (64 rows x 1152 bytes), P, 2 x 2 x 64 row values
-            return 3 * 64 * D * 2 + 64 * 64 * 2 + 2 * 2 * 64 * 4
-        if t["loop"] == "fragments":     # ring of raw tiles (+ MXFP4 scale windows), Q^T, P^T, per-warp maxima, 3 x 16 head values
-            ring = 64 * (288 + 20 + 1 if self.params["kv_format"] == "mxfp4" else D)
-            return t["stages"] * ring + 16 * D * 2 + 16 * 64 * 2 + 4 * 16 * 4 + 3 * 16 * 4
-        m, kt, warps = 16 * t["row_groups"], t["kv_tile"], t["warps"]
-        ksplit = t["score_split"] or max(1, warps // (kt // get_target(target).mma_shape[1]))   # template KSPLIT
-        return m * (D + 8) * 2 + kt * (D + 8) * 2 + ksplit * m * (kt + 4) * 4 + m * (kt + 8) * 2 + 3 * m * 4
+        return t["score_split"] or max(1, t["warps"] // (t["kv_tile"] // get_target(target).mma_shape[1]))
+
+    def layout(self, target: str) -> dict:
+        """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
+        place the templates and dynamic_smem read them from."""
+        t = self.tiles(target)
+        if t["loop"] == "heads":        # 128-byte-swizzled Q and two KV tiles (64 rows), P (64 x 64 bf16), [warpgroup][row] maxima, sums
+            tile = 64 * D * 2
+            return _regions(q=tile, kv=2 * tile, p=64 * 64 * 2, max=2 * 64 * 4, l=2 * 64 * 4)
+        if t["loop"] == "fragments":    # ring of raw tiles; MXFP4: 20-byte scale windows, a row's start in it; Q^T, P^T, [warp][head], 3 x 16 head values
+            mx, ring = self.params["kv_format"] == "mxfp4", t["stages"] * 64
+            return _regions(ring=ring * KV_ROW[self.params["kv_format"]], sc=ring * 20 if mx else 0, soff=ring if mx else 0,
+                            q=16 * D * 2, p=16 * 64 * 2, red=4 * 16 * 4, head=3 * 16 * 4)
+        m, kt = 16 * t["row_groups"], t["kv_tile"]     # padded rows: Q, the bf16 KV tile, KSPLIT partial S, P; row max, sum, alpha
+        return _regions(q=m * (D + 8) * 2, kv=kt * (D + 8) * 2, s=self.score_split(target) * m * (kt + 4) * 4,
+                        p=m * (kt + 8) * 2, m=m * 4, l=m * 4, alpha=m * 4)
+
+    def dynamic_smem(self, target):
+        return self.layout(target)["bytes"]
 
     # --- call ---------------------------------------------------------------------
     def check_layout(self, q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale) -> None:
@@ -381,3 +394,11 @@ def compare(out, lse, want_out, want_lse, atol: float = 1e-2, rtol_l2: float = 1
     ok = err <= atol and rel <= rtol_l2 and lse_ok
     raw_max = raw.max().item() if o.numel() else 0.0
     return ok, f"max abs {err:.2e} beyond bf16 rounding ({raw_max:.2e} raw), rel L2 {rel:.2e}, lse {'ok' if lse_ok else 'WRONG'}"
+
+
+def _regions(**sizes: int) -> dict:
+    """Regions laid out one after the other in the order given: name -> byte offset, and "bytes"."""
+    offsets, at = {}, 0
+    for name, size in sizes.items():
+        offsets[name], at = at, at + size
+    return {**offsets, "bytes": at}
