@@ -22,6 +22,7 @@ from pathlib import Path
 from ..dialect import dialect_for
 from ..errors import ToolchainMissing
 from .binary import Binary, raise_compile_error
+from .flags import option_flags
 from .tools import site_file
 
 # The __oclc_* control constants the device libraries read. ROCm ships them as
@@ -147,11 +148,7 @@ def options(target: str, opts: dict) -> list[str]:
              str(rtc.O3), str(rtc.std), "-D__HIPCC_RTC__", "-include", str(_header())]
     for lib in [*_device_libs(), _control_bitcode(target)]:
         flags += ["-Xclang", "-mlink-builtin-bitcode", "-Xclang", str(lib)]
-    if opts.get("fast_math"):
-        flags.append(str(rtc.fast_math))
-    for name, value in sorted(opts.get("defines", {}).items()):
-        flags.append(rtc.define(name, value))
-    return flags
+    return flags + option_flags(target, opts, lineinfo=False)
 
 
 def compile(source: str, target: str, opts: dict | None = None, name: str = "kernel.hip") -> Binary:

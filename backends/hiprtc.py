@@ -9,6 +9,7 @@ import functools
 from ..dialect import dialect_for
 from ..errors import ToolchainMissing
 from .binary import Binary, raise_compile_error
+from .flags import option_flags
 
 
 @functools.cache
@@ -43,14 +44,7 @@ def available() -> tuple[bool, str]:
 def options(target: str, opts: dict) -> list[str]:
     """Portable options -> hipRTC flags, spelled by the mapping table's rtc.* rows."""
     rtc = dialect_for(target)["rtc"]
-    flags = [rtc.arch(target), str(rtc.std), str(rtc.O3)]
-    if opts.get("fast_math"):
-        flags.append(str(rtc.fast_math))
-    if opts.get("lineinfo"):
-        flags.append(str(rtc.lineinfo))
-    for name, value in sorted(opts.get("defines", {}).items()):
-        flags.append(rtc.define(name, value))
-    return flags
+    return [rtc.arch(target), str(rtc.std), str(rtc.O3)] + option_flags(target, opts)
 
 
 def compile(source: str, target: str, opts: dict | None = None, name: str = "kernel.hip") -> Binary:

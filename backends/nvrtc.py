@@ -7,6 +7,7 @@ import re
 from ..dialect import dialect_for
 from ..errors import ToolchainMissing
 from .binary import Binary, raise_compile_error
+from .flags import option_flags
 from .tools import nvidia_tool, run_tool
 
 
@@ -43,14 +44,7 @@ def available() -> tuple[bool, str]:
 def options(target: str, opts: dict) -> list[str]:
     """Portable options -> NVRTC flags, spelled by the mapping table's rtc.* rows."""
     rtc = dialect_for(target)["rtc"]
-    flags = [rtc.arch(target), str(rtc.std), str(rtc.verbose)]
-    if opts.get("fast_math"):
-        flags.append(str(rtc.fast_math))
-    if opts.get("lineinfo"):
-        flags.append(str(rtc.lineinfo))
-    for name, value in sorted(opts.get("defines", {}).items()):
-        flags.append(rtc.define(name, value))
-    return flags
+    return [rtc.arch(target), str(rtc.std), str(rtc.verbose)] + option_flags(target, opts)
 
 
 def compile(source: str, target: str, opts: dict | None = None, name: str = "kernel.cu") -> Binary:
