@@ -328,7 +328,9 @@ class MLADecode(Kernel):
         "default": [({"B": B, "L": L, "q_len": n, "h": h}, {"kv_format": f})
                     for f in ("bf16", "fp8", "mxfp4") for B in (4, 32, 128) for L in (1024, 8192)
                     for n in (1, 4) for h in (16, 32)]
-        + [({"B": 64, "L": 4096, "q_len": 1, "h": 128}, {"kv_format": f}) for f in ("bf16", "fp8", "mxfp4")],
+        + [({"B": 64, "L": 4096, "q_len": 1, "h": 128}, {"kv_format": f}) for f in ("bf16", "fp8", "mxfp4")]
+        # the same cache in 64-row pages handed out in random order, as serving stacks keep it
+        + [({"B": 128, "L": 8192, "q_len": 1, "h": 16, "page": 64}, {"kv_format": f}) for f in ("bf16", "fp8", "mxfp4")],
         "quick": [({"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"kv_format": f}) for f in ("bf16", "fp8", "mxfp4")]
         + [({"B": 64, "L": 4096, "q_len": 1, "h": 128}, {"kv_format": "bf16"})],
     }
@@ -336,7 +338,7 @@ class MLADecode(Kernel):
     def make_inputs(self, shape: dict, device: int):
         """Fresh random inputs and their plan (planning is per batch layout, not per launch)."""
         inputs = ref.make_mla_inputs([shape["L"]] * shape["B"], shape["q_len"], shape["h"], self.params["kv_format"],
-                                     seed=torch.seed() % (1 << 31), device=f"cuda:{device}")
+                                     page_size=shape.get("page"), seed=torch.seed() % (1 << 31), device=f"cuda:{device}")
         return {**inputs, "plan": self.plan(inputs["qo_indptr"], inputs["kv_indptr"], shape["h"])}
 
     def run(self, inputs):
