@@ -165,11 +165,12 @@ class MLADecode(Kernel):
         t = self.tiles(target)
         if t["loop"] == "heads":        # 128-byte-swizzled Q and two KV tiles (64 rows), P (64 x 64 bf16), [warpgroup][row] maxima, sums
             tile = 64 * D * 2
-            return _regions(q=tile, kv=2 * tile, p=64 * 64 * 2, max=2 * 64 * 4, l=2 * 64 * 4)
+            return {**_regions(q=tile, kv=2 * tile, p=64 * 64 * 2, max=2 * 64 * 4, l=2 * 64 * 4), "stage": tile}
         if t["loop"] == "fragments":    # ring of raw tiles; MXFP4: 20-byte scale windows, a row's start in it; Q^T, P^T, [warp][head], 3 x 16 head values
-            mx, ring = self.params["kv_format"] == "mxfp4", t["stages"] * 64
-            return _regions(ring=ring * KV_ROW[self.params["kv_format"]], sc=ring * 20 if mx else 0, soff=ring if mx else 0,
-                            q=16 * D * 2, p=16 * 64 * 2, red=4 * 16 * 4, head=3 * 16 * 4)
+            mx, stage, scw = self.params["kv_format"] == "mxfp4", 64 * KV_ROW[self.params["kv_format"]], 20
+            ring = t["stages"] * 64
+            return {**_regions(ring=t["stages"] * stage, sc=ring * scw if mx else 0, soff=ring if mx else 0,
+                               q=16 * D * 2, p=16 * 64 * 2, red=4 * 16 * 4, head=3 * 16 * 4), "stage": stage, "scw": scw}
         m, kt = 16 * t["row_groups"], t["kv_tile"]     # padded rows: Q, the bf16 KV tile, KSPLIT partial S, P; row max, sum, alpha
         return _regions(q=m * (D + 8) * 2, kv=kt * (D + 8) * 2, s=self.score_split(target) * m * (kt + 4) * 4,
                         p=m * (kt + 8) * 2, m=m * 4, l=m * 4, alpha=m * 4)
