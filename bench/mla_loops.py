@@ -19,7 +19,10 @@ from portable.refs.mla import make_mla_inputs, mla_reference
 from portable.timing import time_gpu
 
 SHAPES = [{"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 32, "L": 8192, "q_len": 1, "h": 16},
-          {"B": 128, "L": 1024, "q_len": 4, "h": 16}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}]
+          {"B": 128, "L": 1024, "q_len": 4, "h": 16}, {"B": 64, "L": 4096, "q_len": 1, "h": 128},
+          {"B": 128, "L": 8192, "q_len": 1, "h": 16, "page": 64},     # the cache in 64-row pages, random order
+          {"B": 128, "L": 8192, "q_len": 1, "h": 32}]                 # 32 rows: the heads loop half full
+SHAPE_FORMATS = {5: ("bf16",)}      # shapes (by index) measured in some formats only
 CASES = [("bf16", "tile", {}), ("bf16", "heads", {}), ("fp8", "tile", {}), ("fp8", "fragments", {}),
          ("mxfp4", "tile", {}), ("mxfp4", "fragments", {}), ("mxfp4", "fragments", {"min_blocks": 3})]
 
@@ -44,16 +47,16 @@ def main():
     for fmt in ("fp8", "mxfp4"):
         print(f"fragments loop, small {fmt} case:", small_case_errors(fmt, "fragments"), flush=True)
     rows = []
-    for shape in SHAPES:
+    for n, shape in enumerate(SHAPES):
         for fmt, loop, extra in CASES:
             k = portable.load("mla_decode", kv_format=fmt, loop=loop, **extra)
-            if loop == "heads" and shape["h"] * shape["q_len"] < 64:
-                continue                    # fewer than 64 rows a sequence: not this loop's shape
+            if loop == "heads" and shape["h"] * shape["q_len"] < 32 or fmt not in SHAPE_FORMATS.get(n, (fmt,)):
+                continue                    # fewer than 32 rows a sequence: not this loop's shape
             inputs = k.make_inputs(shape, 0)
             ok, detail = k.verify(inputs, k.run(inputs))
             t = time_gpu(lambda: k.run(inputs), repeats=20)["median_us"]
             cost = k.cost_of(shape)
-            rows.append({"shape": "B{B} L{L} q{q_len} h{h}".format(**shape), "fmt": fmt, "loop": loop + "".join(f" {k}={v}" for k, v in extra.items()), "ok": ok,
+            rows.append({"shape": "B{B} L{L} q{q_len} h{h}".format(**shape) + (f" page{shape['page']}" if "page" in shape else ""), "fmt": fmt, "loop": loop + "".join(f" {k}={v}" for k, v in extra.items()), "ok": ok,
                          "detail": "" if ok else str(detail)[:60], "us": t, "tbps": cost["bytes"] / t / 1e6,
                          "regs": k.for_heads(shape["h"], "sm_90a", shape["q_len"]).report("sm_90a")["registers"]})
             del inputs

@@ -30,6 +30,11 @@ __device__ __forceinline__ unsigned long long wg_desc_sw128(unsigned addr) {
 __device__ __forceinline__ unsigned long long wg_desc_sw128_mn(unsigned addr, unsigned lbo) {
     return wg_desc(addr, lbo, 1024) | (1ull << 62);
 }
+// A descriptor moved off bytes along shared memory (off a multiple of 16): addresses stay below
+// 256 KB, so the add never carries out of the 14-bit address field.
+__device__ __forceinline__ unsigned long long wg_desc_add(unsigned long long d, unsigned off) {
+    return d + (off >> 4);
+}
 // Orders register accesses before a wgmma that reads them (A fragments, accumulators).
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }

@@ -171,9 +171,9 @@ class MLADecode(Kernel):
             ring = t["stages"] * 64
             return {**_regions(ring=t["stages"] * stage, sc=ring * scw if mx else 0, soff=ring if mx else 0,
                                q=16 * D * 2, p=16 * 64 * 2, red=4 * 16 * 4, head=3 * 16 * 4), "stage": stage, "scw": scw}
-        m, kt = 16 * t["row_groups"], t["kv_tile"]     # padded rows: Q, the bf16 KV tile, KSPLIT partial S, P; row max, sum, alpha
+        m, kt = 16 * t["row_groups"], t["kv_tile"]     # padded rows: Q, the bf16 KV tile, KSPLIT partial S, P; row max, sum, alpha; next tile's cache rows
         return _regions(q=m * (D + 8) * 2, kv=kt * (D + 8) * 2, s=self.score_split(target) * m * (kt + 4) * 4,
-                        p=m * (kt + 8) * 2, m=m * 4, l=m * 4, alpha=m * 4)
+                        p=m * (kt + 8) * 2, m=m * 4, l=m * 4, alpha=m * 4, rows=kt * 8)
 
     def dynamic_smem(self, target):
         return self.layout(target)["bytes"]
