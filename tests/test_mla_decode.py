@@ -97,14 +97,16 @@ def test_wide_row_groups_chosen_from_the_target_data():
     assert by_tokens.tiles("sm_90a")["row_groups"] == 2 and by_tokens.tiles("sm_90a")["tokens"] == 2
 
 
-def test_heads_loop_for_bf16_once_64_rows_fill():
+def test_heads_loop_for_bf16_from_32_rows():
     k = MLADecode(kv_format="bf16")
     big = k.for_heads(128, "sm_90a")
     assert big.tiles("sm_90a")["loop"] == "heads" and big.tiles("sm_90a")["tokens"] == 1
     assert big is k.for_heads(64, "sm_90a") and big.for_heads(128, "sm_90a") is big
     by_tokens = k.for_heads(16, "sm_90a", q_max=4)            # 16 heads x 4 tokens: 64 rows
     assert by_tokens.tiles("sm_90a")["loop"] == "heads" and by_tokens.tiles("sm_90a")["tokens"] == 4
-    assert k.for_heads(32, "sm_90a").tiles("sm_90a")["loop"] == "tile"       # 32 rows: [.wide]
+    assert k.for_heads(32, "sm_90a").tiles("sm_90a")["loop"] == "heads"      # from_rows = 32
+    assert k.for_heads(16, "sm_90a", q_max=2).tiles("sm_90a")["tokens"] == 4   # 2 tokens of 16 heads: 32 rows
+    assert k.for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "tile"       # 16 rows: the base tiling
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
     assert MLADecode(kv_format="mxfp4", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
@@ -124,7 +126,7 @@ def test_heads_loop_compiles_to_warpgroup_mma_without_spills():
 
 
 def test_work_list_groups_consecutive_tokens_with_their_causal_limit():
-    wide = MLADecode(kv_format="bf16").for_heads(16, "sm_90a", q_max=3)
+    wide = MLADecode(kv_format="bf16", loop="tile").for_heads(16, "sm_90a", q_max=3)
     # b0: 3 queries on 1 KV row (tokens 0-1 see 0 rows: an empty item), b1: 1 query on 300 rows
     items, chunks = wide.work_list([0, 3, 4], [0, 1, 301], 16, "sm_90a", sms=132)
     assert wide.tiles("sm_90a")["tokens"] == 2

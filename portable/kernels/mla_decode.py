@@ -101,13 +101,13 @@ class MLADecode(Kernel):
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
         [.heads] tiling (bf16) or else its [.wide] one when they fill that tiling's row groups
         (16 rows a group: heads of one token, or one head group of consecutive tokens; each
-        group a block holds re-reads no KV)."""
+        group a block holds re-reads no KV), or at least its `from_rows` rows where it has one."""
         table, loop = tiling(self.NAME, target), self.params["loop"]
         if self.params["row_groups"] or self.tiles(target)["loop"] == "fragments":
             return self
         options = ([table.get("heads")] if self.params["kv_format"] == "bf16" and loop in ("", "heads") else []) \
             + ([table.get("wide")] if loop in ("", "tile") else [])
-        fits = [t for t in options if t and (heads * q_max >= 16 * t["row_groups"] or loop == "heads")]
+        fits = [t for t in options if t and (heads * q_max >= t.get("from_rows", 16 * t["row_groups"]) or loop == "heads")]
         if not fits:
             return self
         params = {**self.params, **{k: v for k, v in fits[0].items() if k in self.PARAMS}}
