@@ -54,12 +54,13 @@ def _time_rotating(fn, sets, repeats):
 
 def _time_peer(k, fn, sets, repeats) -> dict:
     """A peer's times on the kernel's input sets, after its own setup (`prepare`, outside the
-    timing) and a check by the kernel's verify(): a peer that disagrees with the reference is
-    not timed (its error is kept instead)."""
+    timing) and a check by the kernel's verify(), or by the peer's own `verify` where it computes
+    other semantics (a bf16 path beside an a4w4 kernel): a peer that disagrees with its reference
+    is not timed (its error is kept instead)."""
     try:
         for inputs in getattr(fn, "prepare", None) and sets or []:
             fn.prepare(inputs)
-        ok, detail = k.verify(sets[0], fn(sets[0]))
+        ok, detail = getattr(fn, "verify", k.verify)(sets[0], fn(sets[0]))
     except Exception as e:          # a library's own failure, whatever its type: recorded, not raised
         ok, detail = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if not ok:
@@ -145,7 +146,8 @@ def run(args) -> int:
     print(f"wrote {args.out}: {len(rows)} rows ({result['environment']['mode']}) in {time.time() - t0:.0f} s")
     for r in rows:
         if r["median_us"]:
-            peers = " ".join(f"{p}={v['median_us']:.1f}us" for p, v in r["peers"].items())
+            peers = " ".join(f"{p}={v['median_us']:.1f}us" if v["median_us"] else f"{p}=failed"
+                             for p, v in r["peers"].items())
             print(f"  {r['kernel']:<12} {str(r['shape']):<22} {str(r['params']):<26} {r['status']:<9} "
                   f"{r['median_us']:>9.1f} us  {r['bytes'] / r['median_us'] / 1e6:6.3f} TB/s  {peers}")
     return 0 if all(r["status"] in ("ok", "compile-only") for r in rows) else 1

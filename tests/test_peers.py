@@ -31,6 +31,23 @@ def test_a_peer_that_raises_is_recorded_with_its_error():
     assert _time_peer(FakeKernel(True), fn, [{}], repeats=3) == {"times_us": [], "error": "ValueError: Invalid shape of q_nope"}
 
 
+def test_a_peer_with_its_own_verify_is_checked_by_it():
+    fn = lambda inputs: 1                     # noqa: E731
+    fn.verify = lambda inputs, result: (False, "rel L2 3e-02 against the a16w4 reference")
+    entry = _time_peer(FakeKernel(True), fn, [{}], repeats=3)
+    assert entry == {"times_us": [], "error": "rel L2 3e-02 against the a16w4 reference"}
+
+
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+def test_the_moe_torch_peer_is_checked_against_the_a16w4_reference(monkeypatch, mode):
+    from portable.kernels import mxfp4_moe
+    seen = []
+    monkeypatch.setattr(mxfp4_moe.ref, "moe_reference", lambda **kw: seen.append(kw["mode"]) or "want")
+    monkeypatch.setattr(mxfp4_moe, "compare", lambda result, want: (result == want, ""))
+    (peer,) = portable.load("mxfp4_moe", mode=mode).peers().values()
+    assert peer.verify({}, "want") == (True, "") and seen == ["a16w4"]
+
+
 def test_a_failed_peer_entry_is_a_valid_result_row():
     result = gpu_result()
     results.add_row(result, {"kernel": "mla_decode", "shape": {"B": 4}, "params": {"kv_format": "bf16"},

@@ -349,7 +349,12 @@ class MXFP4MoE(Kernel):
         return compare(result, want)
 
     def peers(self) -> dict:
-        return {"torch dequant + bf16 matmuls": lambda inputs: ref.moe_torch_bf16(**inputs)}
+        """The torch path a user would write. It computes a16w4 (refs.moe.moe_torch_bf16 says why
+        there is no a4w4 one), so beside an a4w4 kernel it is checked against the a16w4 reference."""
+        def torch_bf16(inputs):
+            return ref.moe_torch_bf16(**inputs)
+        torch_bf16.verify = lambda inputs, result: compare(result, ref.moe_reference(**inputs, mode="a16w4"))
+        return {"torch dequant + bf16 matmuls": torch_bf16}
 
     def cost_of(self, shape: dict) -> dict:
         ids, _ = _routing(shape)

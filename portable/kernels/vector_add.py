@@ -122,7 +122,10 @@ class VectorAdd(Kernel):
         except ImportError:            # CuPy is optional: a peer where installed
             return peers
         if self.dtype.name == "float32":   # CuPy has no bfloat16 dtype
-            peers["cupy.add"] = lambda inputs: cupy.add(*(cupy.asarray(t) for t in inputs[:2]), out=cupy.asarray(inputs[2]))
+            def cupy_add(inputs):          # CuPy writes into the torch output through a shared view
+                cupy.add(cupy.asarray(inputs[0]), cupy.asarray(inputs[1]), out=cupy.asarray(inputs[2]))
+                return inputs[2]
+            peers["cupy.add"] = cupy_add
         return peers
 
     def cost_of(self, shape: dict) -> dict:
