@@ -14,7 +14,7 @@ for step in "$@"; do
   case "$step" in
     tests)  python3 -m pytest -q -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15 ;;
     tests:*) python3 -m pytest -q -m gpu "tests/test_${step#tests:}_gpu.py" 2>&1 | tee "$OUT/pytest_${step#tests:}.log" | tail -15 ;;
-    bench:*) name=${step#bench:}; name=${name//,/+}    # no commas in the names of files that come back
+    bench:*) name=${step#bench:}; name=${name//,/-}    # no commas in the names of files that come back
             portable bench --kernels "${step#bench:}" --out "$OUT/$name.json" 2>"$OUT/bench_progress.log" | tee "$OUT/bench_$name.log" ;;
     alltests) python3 -m pytest -q tests 2>&1 | tee "$OUT/pytest_all.log" | tail -15 ;;
     check)  portable check 2>&1 | tee "$OUT/check.log" | tail -12 ;;
