@@ -104,9 +104,9 @@ def test_heads_loop_for_bf16_from_32_rows():
     assert big is k.for_heads(64, "sm_90a") and big.for_heads(128, "sm_90a") is big
     by_tokens = k.for_heads(16, "sm_90a", q_max=4)            # 16 heads x 4 tokens: 64 rows
     assert by_tokens.tiles("sm_90a")["loop"] == "heads" and by_tokens.tiles("sm_90a")["tokens"] == 4
-    assert k.for_heads(32, "sm_90a").tiles("sm_90a")["loop"] == "heads"      # from_rows = 32
+    assert k.for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "heads"      # from_rows = 16
     assert k.for_heads(16, "sm_90a", q_max=2).tiles("sm_90a")["tokens"] == 4   # 2 tokens of 16 heads: 32 rows
-    assert k.for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "tile"       # 16 rows: the base tiling
+    assert MLADecode(kv_format="bf16", loop="tile").for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
     assert MLADecode(kv_format="mxfp4", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
