@@ -79,19 +79,20 @@ def test_loops_agree_with_the_reference(fmt, loop):
     run_and_compare(fmt, [65, 4097, 1, 0, 300], 1, 16, page_size=1, loop=loop)
 
 
-def test_heads_loop_matches_reference():
-    """bf16 with 64 query rows a block (two warpgroups, both products on wgmma from shared
-    memory): h = 128 as two blocks a token, 16 heads x 4 tokens each with its causal limit (and
-    q = 3: a partial token group), 32 heads x 2 tokens on a paged cache (NaN in unused pages),
-    one long sequence split into chunks, empty sequences."""
+@pytest.mark.parametrize("fmt", ["bf16", "fp8"])
+def test_heads_loop_matches_reference(fmt):
+    """64 query rows a block (two warpgroups, both products on wgmma from shared memory; fp8
+    decoded once a tile into a bf16 tile): h = 128 as two blocks a token, 16 heads x 4 tokens
+    each with its causal limit (and q = 3: a partial token group), 32 heads x 2 tokens on a
+    paged cache (NaN in unused pages), one long sequence split into chunks, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    run_and_compare("bf16", RAGGED, 1, 128, loop="heads")
-    run_and_compare("bf16", RAGGED, 4, 16, loop="heads")
-    run_and_compare("bf16", RAGGED, 3, 16, loop="heads")
-    run_and_compare("bf16", [65, 4097, 1, 0, 300], 2, 32, page_size=64, loop="heads")
-    run_and_compare("bf16", [8192], 1, 64, loop="heads")
-    out, lse = run_and_compare("bf16", [0, 0, 5], 1, 64, loop="heads")
+    run_and_compare(fmt, RAGGED, 1, 128, loop="heads")
+    run_and_compare(fmt, RAGGED, 4, 16, loop="heads")
+    run_and_compare(fmt, RAGGED, 3, 16, loop="heads")
+    run_and_compare(fmt, [65, 4097, 1, 0, 300], 2, 32, page_size=64, loop="heads")
+    run_and_compare(fmt, [8192], 1, 64, loop="heads")
+    out, lse = run_and_compare(fmt, [0, 0, 5], 1, 64, loop="heads")
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 

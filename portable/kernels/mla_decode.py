@@ -28,9 +28,9 @@ KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.u
 KV_ROW = {"bf16": 2 * D, "fp8": D, "mxfp4": D // 2}    # bytes of one kv row (MXFP4's scales apart)
 LOG2E = 1.4426950408889634
 # the warpgroup-MMA loops' formats and fixed tiling: "fragments" one warpgroup and 16 heads of
-# one token, "heads" two warpgroups and 64 query rows
+# one token, "heads" two warpgroups and 64 query rows (fp8 there on request: not yet run on a GPU)
 WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, "warps": 4, "tokens": 1}),
-               "heads": (("bf16",), {"kv_tile": 64, "row_groups": 4, "warps": 8})}
+               "heads": (("bf16", "fp8"), {"kv_tile": 64, "row_groups": 4, "warps": 8})}
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class MLADecode(Kernel):
         table, loop = tiling(self.NAME, target), self.params["loop"]
         if self.params["row_groups"] or self.tiles(target)["loop"] == "fragments":
             return self
-        options = ([table.get("heads")] if self.params["kv_format"] == "bf16" and loop in ("", "heads") else []) \
+        options = ([table.get("heads")] if self.params["kv_format"] in WGMMA_LOOPS["heads"][0] and loop in ("", "heads") else []) \
             + ([table.get("wide")] if loop in ("", "tile") else [])
         fits = [t for t in options if t and (heads * q_max >= t.get("from_rows", 16 * t["row_groups"]) or loop == "heads")]
         if not fits:
@@ -164,7 +164,10 @@ class MLADecode(Kernel):
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
         if t["loop"] == "heads":        # 128-byte-swizzled Q and two KV tiles (64 rows), P (64 x 64 bf16), [warpgroup][row] maxima, sums
-            tile = 64 * D * 2
+            tile, raw = 64 * D * 2, 64 * KV_ROW[self.params["kv_format"]]
+            if self.params["kv_format"] == "fp8":      # one bf16 tile, decoded from two stages of raw rows
+                return {**_regions(q=tile, kv=tile, raw=2 * raw, p=64 * 64 * 2, max=2 * 64 * 4, l=2 * 64 * 4),
+                        "stage": tile, "raw_stage": raw}
             return {**_regions(q=tile, kv=2 * tile, p=64 * 64 * 2, max=2 * 64 * 4, l=2 * 64 * 4), "stage": tile}
         if t["loop"] == "fragments":    # ring of raw tiles; MXFP4: 20-byte scale windows, a row's start in it; Q^T, P^T, [warp][head], 3 x 16 head values
             mx, stage, scw = self.params["kv_format"] == "mxfp4", 64 * KV_ROW[self.params["kv_format"]], 20
