@@ -165,10 +165,9 @@ class MLADecode(Kernel):
         t = self.tiles(target)
         if t["loop"] == "heads":        # 128-byte-swizzled Q and two KV tiles (64 rows), P (64 x 64 bf16), [warpgroup][row] maxima, sums
             tile, raw = 64 * D * 2, 64 * KV_ROW[self.params["kv_format"]]
-            if self.params["kv_format"] == "fp8":      # one bf16 tile, decoded from two stages of raw rows
-                return {**_regions(q=tile, kv=tile, raw=2 * raw, p=64 * 64 * 2, max=2 * 64 * 4, l=2 * 64 * 4),
-                        "stage": tile, "raw_stage": raw}
-            return {**_regions(q=tile, kv=2 * tile, p=64 * 64 * 2, max=2 * 64 * 4, l=2 * 64 * 4), "stage": tile}
+            fp8 = self.params["kv_format"] == "fp8"     # one bf16 tile, decoded from two stages of raw rows
+            return {**_regions(q=tile, kv=tile if fp8 else 2 * tile, raw=2 * raw if fp8 else 0, p=64 * 64 * 2,
+                               max=2 * 64 * 4, l=2 * 64 * 4), "stage": tile, "raw_stage": raw}
         if t["loop"] == "fragments":    # ring of raw tiles; MXFP4: 20-byte scale windows, a row's start in it; Q^T, P^T, [warp][head], 3 x 16 head values
             mx, stage, scw = self.params["kv_format"] == "mxfp4", 64 * KV_ROW[self.params["kv_format"]], 20
             ring = t["stages"] * 64
