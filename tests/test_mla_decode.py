@@ -61,7 +61,7 @@ def test_plan_covers_every_row_once(lens, q_len, heads):
 def test_fp8_on_sm90a_takes_the_fragments_loop_and_refuses_shapes_it_cannot_run():
     k = portable.load("mla_decode", kv_format="fp8")
     assert k.tiles("sm_90a")["loop"] == "fragments" and k.tiles("sm_100a")["loop"] == "tile"
-    assert k.for_heads(128, "sm_90a") is k                  # 16 heads a block: no [.wide] variant
+    assert k.for_heads(16, "sm_90a") is k                   # 16 heads a block: no [.wide] variant
     assert k.dynamic_smem("sm_90a") == 2 * 64 * 576 + 16 * 576 * 2 + 16 * 64 * 2 + 256 + 192
     with pytest.raises(portable.InputError, match="fragments' takes kv_tile 64"):
         portable.load("mla_decode", kv_format="fp8", kv_tile=32).source("sm_90a")
@@ -111,13 +111,13 @@ def test_heads_loop_for_bf16_from_16_rows():
     assert MLADecode(kv_format="mxfp4", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
     assert big.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
-    with pytest.raises(portable.InputError, match="written for kv_format 'bf16' and 'fp8'"):
-        portable.load("mla_decode", kv_format="mxfp4", loop="heads").source("sm_90a")
+    with pytest.raises(portable.InputError, match="written for kv_format 'fp8' and 'mxfp4'"):
+        portable.load("mla_decode", kv_format="bf16", loop="fragments").source("sm_90a")
     with pytest.raises(portable.InputError, match="sm_100a lacks"):
         portable.load("mla_decode", kv_format="bf16", loop="heads").source("sm_100a")
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "fp8"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
 def test_heads_loop_compiles_to_warpgroup_mma_without_spills(fmt):
     toolchain_or_skip(nvrtc.available())
     r = MLADecode(kv_format=fmt, loop="heads").for_heads(128, "sm_90a").report("sm_90a")
@@ -126,14 +126,22 @@ def test_heads_loop_compiles_to_warpgroup_mma_without_spills(fmt):
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
 
 
-def test_fp8_takes_the_heads_loop_only_on_request():
-    """fp8 on the heads loop (raw rows decoded once a tile into one bf16 tile) is not yet run on
-    a GPU: the default stays the fragments loop."""
-    assert MLADecode(kv_format="fp8").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "fragments"
-    k = MLADecode(kv_format="fp8", loop="heads").for_heads(16, "sm_90a")
-    assert k.tiles("sm_90a")["loop"] == "heads" and k.tiles("sm_90a")["tokens"] == 4
-    layout = k.layout("sm_90a")                  # Q, one bf16 tile, two raw stages, P, maxima, sums
-    assert layout["raw_stage"] == 64 * 576 and layout["bytes"] == 2 * 64 * 1152 + 2 * 64 * 576 + 64 * 64 * 2 + 1024
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
+def test_decoded_formats_take_the_heads_loop_from_32_rows(fmt):
+    """fp8 and MXFP4 (raw rows decoded once a tile into one bf16 tile) take the heads loop from
+    the [.heads] table's from_rows (32) query rows a sequence; below, the fragments loop."""
+    k = MLADecode(kv_format=fmt)
+    assert k.for_heads(16, "sm_90a") is k and k.tiles("sm_90a")["loop"] == "fragments"
+    for heads, q_max, tokens in ((32, 1, 2), (16, 2, 4), (16, 4, 4), (128, 1, 1)):
+        t = k.for_heads(heads, "sm_90a", q_max).tiles("sm_90a")
+        assert t["loop"] == "heads" and t["tokens"] == tokens, (heads, q_max, t)
+    assert MLADecode(kv_format=fmt, loop="fragments").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "fragments"
+    assert MLADecode(kv_format=fmt, loop="heads").for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "heads"
+    assert k.for_heads(128, "sm_100a") is k                      # no [.heads] table there
+    # Q, one bf16 tile, P, two raw stages (MXFP4: rows padded to 320 bytes, 20-byte scale
+    # windows and their start bytes), maxima, sums
+    raw = {"fp8": 2 * 64 * 576, "mxfp4": 2 * 64 * (320 + 20 + 1)}[fmt]
+    assert k.for_heads(128, "sm_90a").layout("sm_90a")["bytes"] == 2 * 64 * 1152 + 64 * 64 * 2 + raw + 1024
 
 
 def test_work_list_groups_consecutive_tokens_with_their_causal_limit():

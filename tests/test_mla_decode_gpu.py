@@ -68,8 +68,8 @@ def test_query_tokens_grouped_in_one_block(fmt):
 
 @pytest.mark.parametrize("fmt,loop", [("bf16", "tile"), ("fp8", "tile"), ("fp8", "fragments"), ("mxfp4", "fragments")])
 def test_loops_agree_with_the_reference(fmt, loop):
-    """sm_90a runs bf16 on the heads loop and fp8 on the fragments loop by default; the tile loop
-    (every other target's) stays correct for both, and MXFP4 runs on either. Rows of 64-row tiles past a chunk's end, h = 128 as 8 blocks, a
+    """sm_90a runs bf16 on the heads loop, fp8 and MXFP4 on the fragments loop below 32 rows a
+    sequence; the tile loop (every other target's) stays correct for all. Rows of 64-row tiles past a chunk's end, h = 128 as 8 blocks, a
     split and a paged batch (NaN in the unused pages)."""
     if loop == "fragments" and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
@@ -79,10 +79,10 @@ def test_loops_agree_with_the_reference(fmt, loop):
     run_and_compare(fmt, [65, 4097, 1, 0, 300], 1, 16, page_size=1, loop=loop)
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "fp8"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
 def test_heads_loop_matches_reference(fmt):
-    """64 query rows a block (two warpgroups, both products on wgmma from shared memory; fp8
-    decoded once a tile into a bf16 tile): h = 128 as two blocks a token, 16 heads x 4 tokens
+    """64 query rows a block (two warpgroups, both products on wgmma from shared memory; fp8 and
+    MXFP4 decoded once a tile into a bf16 tile): h = 128 as two blocks a token, 16 heads x 4 tokens
     each with its causal limit (and q = 3: a partial token group), 32 heads x 2 tokens on a
     paged cache (NaN in unused pages), one long sequence split into chunks, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:

@@ -28,9 +28,13 @@ KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.u
 KV_ROW = {"bf16": 2 * D, "fp8": D, "mxfp4": D // 2}    # bytes of one kv row (MXFP4's scales apart)
 LOG2E = 1.4426950408889634
 # the warpgroup-MMA loops' formats and fixed tiling: "fragments" one warpgroup and 16 heads of
-# one token, "heads" two warpgroups and 64 query rows (fp8 there on request: not yet run on a GPU)
+# one token, "heads" two warpgroups and 64 query rows
 WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, "warps": 4, "tokens": 1}),
-               "heads": (("bf16", "fp8"), {"kv_tile": 64, "row_groups": 4, "warps": 8})}
+               "heads": (("bf16", "fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 4, "warps": 8})}
+# the heads loop's raw rows in shared memory (fp8, MXFP4: decoded there once a tile); MXFP4's 288
+# bytes padded to 320 so that a quarter warp's two rows read disjoint banks
+HEADS_RAW_ROW = {"bf16": 0, "fp8": D, "mxfp4": 320}
+SCALE_WINDOW = 20       # MXFP4: a row's 18 scale bytes (2-byte aligned) in a 4-byte aligned window
 
 
 @dataclass(frozen=True)
@@ -99,15 +103,19 @@ class MLADecode(Kernel):
 
     def for_heads(self, heads: int, target: str, q_max: int = 1) -> "MLADecode":
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
-        [.heads] tiling (bf16) or else its [.wide] one when they fill that tiling's row groups
-        (16 rows a group: heads of one token, or one head group of consecutive tokens; each
-        group a block holds re-reads no KV), or at least its `from_rows` rows where it has one."""
-        table, loop = tiling(self.NAME, target), self.params["loop"]
-        if self.params["row_groups"] or self.tiles(target)["loop"] == "fragments":
+        [.heads] tiling from its `from_rows` rows for this format, or else, where the format's
+        own loop is the tile loop, its [.wide] one when they fill that tiling's row groups (16
+        rows a group: heads of one token, or one head group of consecutive tokens; each group a
+        block holds re-reads no KV). An explicit loop or row_groups wins."""
+        table, loop, fmt = tiling(self.NAME, target), self.params["loop"], self.params["kv_format"]
+        if self.params["row_groups"] or loop == "fragments":
             return self
-        options = ([table.get("heads")] if self.params["kv_format"] in WGMMA_LOOPS["heads"][0] and loop in ("", "heads") else []) \
-            + ([table.get("wide")] if loop in ("", "tile") else [])
-        fits = [t for t in options if t and (heads * q_max >= t.get("from_rows", 16 * t["row_groups"]) or loop == "heads")]
+        rows, options = heads * q_max, []
+        if table.get("heads") and fmt in WGMMA_LOOPS["heads"][0] and loop in ("", "heads"):
+            options.append((table["heads"], table["heads"]["from_rows"].get(fmt)))
+        if table.get("wide") and (loop or self.tiles(target)["loop"]) == "tile":
+            options.append((table["wide"], 16 * table["wide"]["row_groups"]))
+        fits = [t for t, least in options if loop == "heads" or (least is not None and rows >= least)]
         if not fits:
             return self
         params = {**self.params, **{k: v for k, v in fits[0].items() if k in self.PARAMS}}
@@ -163,13 +171,16 @@ class MLADecode(Kernel):
         """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
-        if t["loop"] == "heads":        # 128-byte-swizzled Q and two KV tiles (64 rows), P (64 x 64 bf16), [warpgroup][row] maxima, sums
-            tile, raw = 64 * D * 2, 64 * KV_ROW[self.params["kv_format"]]
-            fp8 = self.params["kv_format"] == "fp8"     # one bf16 tile, decoded from two stages of raw rows
-            return {**_regions(q=tile, kv=tile if fp8 else 2 * tile, raw=2 * raw if fp8 else 0, p=64 * 64 * 2,
-                               max=2 * 64 * 4, l=2 * 64 * 4), "stage": tile, "raw_stage": raw}
+        if t["loop"] == "heads":        # 128-byte-swizzled Q and KV tiles (64 rows) and P (64 x 64 bf16), [warpgroup][row] maxima, sums
+            fmt = self.params["kv_format"]
+            tile, raw_row, mx = 64 * D * 2, HEADS_RAW_ROW[fmt], fmt == "mxfp4"
+            # bf16: two tile stages; fp8 and MXFP4: one bf16 tile, decoded from two stages of raw
+            # rows (MXFP4: and their scale windows, and where in each window its scales start)
+            return {**_regions(q=tile, kv=2 * tile if not raw_row else tile, p=64 * 64 * 2, raw=2 * 64 * raw_row,
+                               sc=2 * 64 * SCALE_WINDOW if mx else 0, soff=2 * 64 if mx else 0, max=2 * 64 * 4, l=2 * 64 * 4),
+                    "stage": tile, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "fragments":    # ring of raw tiles; MXFP4: 20-byte scale windows, a row's start in it; Q^T, P^T, [warp][head], 3 x 16 head values
-            mx, stage, scw = self.params["kv_format"] == "mxfp4", 64 * KV_ROW[self.params["kv_format"]], 20
+            mx, stage, scw = self.params["kv_format"] == "mxfp4", 64 * KV_ROW[self.params["kv_format"]], SCALE_WINDOW
             ring = t["stages"] * 64
             return {**_regions(ring=t["stages"] * stage, sc=ring * scw if mx else 0, soff=ring if mx else 0,
                                q=16 * D * 2, p=16 * 64 * 2, red=4 * 16 * 4, head=3 * 16 * 4), "stage": stage, "scw": scw}
