@@ -106,9 +106,9 @@ class MLADecode(Kernel):
         [.heads] tiling from its `from_rows` rows for this format, or else, where the format's
         own loop is the tile loop, its [.wide] one when they fill that tiling's row groups (16
         rows a group: heads of one token, or one head group of consecutive tokens; each group a
-        block holds re-reads no KV). An explicit loop or row_groups wins."""
+        block holds re-reads no KV). An explicit loop or tiling wins."""
         table, loop, fmt = tiling(self.NAME, target), self.params["loop"], self.params["kv_format"]
-        if self.params["row_groups"] or loop == "fragments":
+        if any(self.params[k] for k in ("row_groups", "kv_tile", "warps")) or loop == "fragments":
             return self
         rows, options = heads * q_max, []
         if table.get("heads") and fmt in WGMMA_LOOPS["heads"][0] and loop in ("", "heads"):
