@@ -24,7 +24,7 @@ SHAPES = [({"B": 128, "L": 8192, "q_len": 1, "h": 16}, ALL), ({"B": 32, "L": 819
           ({"B": 128, "L": 8192, "q_len": 1, "h": 16, "page": 64}, ALL),     # the cache in 64-row pages, random order
           ({"B": 128, "L": 8192, "q_len": 1, "h": 32}, ALL)]                 # 32 rows: the heads loop half full
 CASES = [("bf16", "tile", {}), ("bf16", "heads", {}), ("fp8", "tile", {}), ("fp8", "fragments", {}), ("fp8", "heads", {}),
-         ("mxfp4", "tile", {}), ("mxfp4", "fragments", {}), ("mxfp4", "heads", {})]
+         ("mxfp4", "tile", {}), ("mxfp4", "fragments", {}), ("mxfp4", "heads", {}), ("mxfp4", "twin", {})]
 
 
 def small_case_errors(fmt: str, loop: str) -> str:
@@ -44,8 +44,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
-    for fmt in ("fp8", "mxfp4"):
-        print(f"fragments loop, small {fmt} case:", small_case_errors(fmt, "fragments"), flush=True)
+    for fmt, loop in (("fp8", "fragments"), ("mxfp4", "fragments"), ("mxfp4", "twin")):
+        print(f"{loop} loop, small {fmt} case:", small_case_errors(fmt, loop), flush=True)
     rows = []
     for shape, formats in SHAPES:
         for fmt, loop, extra in CASES:

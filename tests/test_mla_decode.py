@@ -146,6 +146,19 @@ def test_decoded_formats_take_the_heads_loop_from_their_rows(fmt, least):
     assert k.for_heads(128, "sm_90a").layout("sm_90a")["bytes"] == 2 * 64 * 1152 + 64 * 64 * 2 + raw + 1024
 
 
+def test_twin_loop_compiles_to_warpgroup_mma_without_spills():
+    """MXFP4 on two warpgroups with alternate KV tiles: 36 MMAs for S^T and 32 for O^T a tile."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format="mxfp4", loop="twin")
+    assert k.for_heads(128, "sm_90a") is k and k.block_threads("sm_90a") == 256
+    r = k.report("sm_90a")
+    assert r["instructions"]["hgmma"] == 68 and r["instructions"]["hmma"] == 0, r
+    assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
+    with pytest.raises(portable.InputError, match="written for kv_format 'mxfp4'"):
+        MLADecode(kv_format="fp8", loop="twin").source("sm_90a")
+
+
 def test_work_list_groups_consecutive_tokens_with_their_causal_limit():
     wide = MLADecode(kv_format="bf16", loop="tile").for_heads(16, "sm_90a", q_max=3)
     # b0: 3 queries on 1 KV row (tokens 0-1 see 0 rows: an empty item), b1: 1 query on 300 rows

@@ -66,12 +66,13 @@ def test_query_tokens_grouped_in_one_block(fmt):
     run_and_compare(fmt, [65, 4097, 1, 0, 300], 3, 16, page_size=64)
 
 
-@pytest.mark.parametrize("fmt,loop", [("bf16", "tile"), ("fp8", "tile"), ("fp8", "fragments"), ("mxfp4", "fragments")])
+@pytest.mark.parametrize("fmt,loop", [("bf16", "tile"), ("fp8", "tile"), ("fp8", "fragments"), ("mxfp4", "fragments"),
+                                      ("mxfp4", "twin")])
 def test_loops_agree_with_the_reference(fmt, loop):
     """sm_90a runs bf16 on the heads loop, fp8 and MXFP4 on the fragments loop below 32 rows a
     sequence; the tile loop (every other target's) stays correct for all. Rows of 64-row tiles past a chunk's end, h = 128 as 8 blocks, a
     split and a paged batch (NaN in the unused pages)."""
-    if loop == "fragments" and "wgmma" not in device_target(torch.cuda.current_device()).features:
+    if loop in ("fragments", "twin") and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     run_and_compare(fmt, RAGGED, 1, 128, loop=loop)
     run_and_compare(fmt, [8192, 3], 2, 16, loop=loop)

@@ -62,6 +62,20 @@ WG_MMA_N16(wg_mma_bf16_n16, "bf16")
 // warp w of the warpgroup holds D rows 16w.. in the layout above. B is K-major, except in the
 // _mn form: N-major (the tile's rows run along K; mla_decode's heads loop reads V this way from
 // the K tile it shares, FlashMLA's arrangement), its descriptor from wg_desc_sw128_mn.
+template <int TA>   // imm-trans-a: 0 K-major A, 1 M-major
+__device__ __forceinline__ void wg_mma_ss_bf16_n16_ta(float (&d)[8], unsigned long long a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %10, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, %11, 0; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(a), "l"(b), "r"(1), "n"(TA) : "memory");
+}
+__device__ __forceinline__ void wg_mma_ss_bf16_n16(float (&d)[8], unsigned long long a, unsigned long long b) {
+    wg_mma_ss_bf16_n16_ta<0>(d, a, b);
+}
+__device__ __forceinline__ void wg_mma_ss_bf16_n16_tn(float (&d)[8], unsigned long long a, unsigned long long b) {
+    wg_mma_ss_bf16_n16_ta<1>(d, a, b);
+}
 __device__ __forceinline__ void wg_mma_ss_bf16_n32(float (&d)[16], unsigned long long a, unsigned long long b) {
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %18, 0;\n\t"
                  "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "

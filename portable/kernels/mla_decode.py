@@ -30,7 +30,8 @@ LOG2E = 1.4426950408889634
 # the warpgroup-MMA loops' formats and fixed tiling: "fragments" one warpgroup and 16 heads of
 # one token, "heads" two warpgroups and 64 query rows
 WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, "warps": 4, "tokens": 1}),
-               "heads": (("bf16", "fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 4, "warps": 8})}
+               "heads": (("bf16", "fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 4, "warps": 8}),
+               "twin": (("mxfp4",), {"kv_tile": 64, "row_groups": 1, "warps": 8, "tokens": 1})}
 # the heads loop's raw rows in shared memory (fp8, MXFP4: decoded there once a tile); MXFP4's 288
 # bytes padded to 320 so that a quarter warp's two rows read disjoint banks
 HEADS_RAW_ROW = {"bf16": 0, "fp8": D, "mxfp4": 320}
@@ -73,8 +74,9 @@ class MLADecode(Kernel):
         # cp.async ring of raw bytes (templates/mla_decode_fragments.j2; fp8's default on
         # sm_90a, MXFP4 on request); "heads": two warpgroups, 64 query rows a block, both
         # products on wgmma from shared memory (templates/mla_decode_heads.j2; bf16 on sm_90a
-        # once heads x query tokens fill 64 rows)
-        "loop": Choice(("", "tile", "fragments", "heads"), ""),
+        # once heads x query tokens fill 64 rows); "twin": 16 heads a block, two warpgroups on
+        # alternate KV tiles, each decoded once into shared bf16 (templates/mla_decode_twin.j2; MXFP4)
+        "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
@@ -89,7 +91,7 @@ class MLADecode(Kernel):
         t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT], [.wide], [.fragments] are tables
         t.update(table.get(self.params["kv_format"], {}))
         loop = self.params["loop"] or t.get("loop")
-        if loop in ("fragments", "heads"):                                    # that loop's own shape
+        if loop in WGMMA_LOOPS:                                               # that loop's own shape
             t.update(table.get(loop, {}))
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
@@ -108,7 +110,7 @@ class MLADecode(Kernel):
         rows a group: heads of one token, or one head group of consecutive tokens; each group a
         block holds re-reads no KV). An explicit loop or tiling wins."""
         table, loop, fmt = tiling(self.NAME, target), self.params["loop"], self.params["kv_format"]
-        if any(self.params[k] for k in ("row_groups", "kv_tile", "warps")) or loop == "fragments":
+        if any(self.params[k] for k in ("row_groups", "kv_tile", "warps")) or loop in ("fragments", "twin"):
             return self
         rows, options = heads * q_max, []
         if table.get("heads") and fmt in WGMMA_LOOPS["heads"][0] and loop in ("", "heads"):
@@ -179,6 +181,11 @@ class MLADecode(Kernel):
             return {**_regions(q=tile, kv=2 * tile if not raw_row else tile, p=64 * 64 * 2, raw=2 * 64 * raw_row,
                                sc=2 * 64 * SCALE_WINDOW if mx else 0, soff=2 * 64 if mx else 0, max=2 * 64 * 4, l=2 * 64 * 4),
                     "stage": tile, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
+        if t["loop"] == "twin":         # per warpgroup: a bf16 tile, P (16 x 64 bf16), a raw stage (rows of 288 bytes), scale windows, their starts; Q^T; [warpgroup][warp][head] maxima and the merge's values
+            tile = 64 * D * 2
+            return {**_regions(kv=2 * tile, q=16 * D * 2, p=2 * 16 * 64 * 2, raw=2 * 64 * KV_ROW["mxfp4"],
+                               sc=2 * 64 * SCALE_WINDOW, soff=2 * 64, red=(128 + 32 + 128 + 32) * 4),
+                    "stage": tile, "raw_stage": 64 * KV_ROW["mxfp4"], "scw": SCALE_WINDOW}
         if t["loop"] == "fragments":    # ring of raw tiles; MXFP4: 20-byte scale windows, a row's start in it; Q^T, P^T, [warp][head], 3 x 16 head values
             mx, stage, scw = self.params["kv_format"] == "mxfp4", 64 * KV_ROW[self.params["kv_format"]], SCALE_WINDOW
             ring = t["stages"] * 64
