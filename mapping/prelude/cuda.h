@@ -29,8 +29,6 @@ __device__ __forceinline__ frag_c mma_zero() { frag_c c; c.v[0] = c.v[1] = c.v[2
 __device__ __forceinline__ int mma_c_row(int i) { return (int)(mma_lane() >> 2) + 8 * (i >> 1); }
 __device__ __forceinline__ int mma_c_col(int i) { return 2 * (int)(mma_lane() & 3u) + (i & 1); }
 
-// The 128-byte line holding p, fetched toward L2 (no register written).
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
 // A barrier for n threads (whole warps) of the block under id (0 is __syncthreads()'s).
 __device__ __forceinline__ void named_barrier(unsigned id, unsigned n) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
