@@ -69,8 +69,8 @@ def test_query_tokens_grouped_in_one_block(fmt):
 @pytest.mark.parametrize("fmt,loop", [("bf16", "tile"), ("fp8", "tile"), ("fp8", "fragments"), ("mxfp4", "fragments"),
                                       ("mxfp4", "twin")])
 def test_loops_agree_with_the_reference(fmt, loop):
-    """sm_90a runs bf16 on the heads loop, fp8 and MXFP4 on the fragments loop below 32 rows a
-    sequence; the tile loop (every other target's) stays correct for all. Rows of 64-row tiles past a chunk's end, h = 128 as 8 blocks, a
+    """sm_90a runs bf16 on the heads loop; fp8 on the fragments loop and MXFP4 on the twin loop
+    below their heads rows; the tile loop (every other target's) stays correct for all. Rows of 64-row tiles past a chunk's end, h = 128 as 8 blocks, a
     split and a paged batch (NaN in the unused pages)."""
     if loop in ("fragments", "twin") and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
