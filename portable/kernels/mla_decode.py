@@ -70,12 +70,12 @@ class MLADecode(Kernel):
         # consecutive query tokens of one sequence a block (its row groups split between them)
         "tokens": Choice((0, 1, 2, 4), 0),
         # "tile": warps split each tile on mma.sync/MFMA, KV decoded once into a shared bf16 tile;
-        # "fragments": one warpgroup, swap-AB wgmma with the KV side built in registers from a
-        # cp.async ring of raw bytes (templates/mla_decode_fragments.j2; fp8's default on
-        # sm_90a, MXFP4 on request); "heads": two warpgroups, 64 query rows a block, both
-        # products on wgmma from shared memory (templates/mla_decode_heads.j2; bf16 on sm_90a
-        # once heads x query tokens fill 64 rows); "twin": 16 heads a block, two warpgroups on
-        # alternate KV tiles, each decoded once into shared bf16 (templates/mla_decode_twin.j2; MXFP4)
+        # on warpgroup-MMA targets also "fragments" (one warpgroup, swap-AB, the KV side built in
+        # registers from a cp.async ring of raw bytes; templates/mla_decode_fragments.j2),
+        # "twin" (MXFP4: two warpgroups on alternate KV tiles, each value decoded once;
+        # templates/mla_decode_twin.j2) and "heads" (two warpgroups, 64 query rows a block, both
+        # products from shared memory; templates/mla_decode_heads.j2). Which one a format takes
+        # at which row count: targets.toml [tiling.mla_decode.*]
         "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
     }
