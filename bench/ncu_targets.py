@@ -1,7 +1,7 @@
 """One launch of each kernel configuration worth profiling, for Nsight Compute:
 
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats ... \
-        python3 bench/ncu_targets.py [mla] [heads] [fp8] [moe] [moe_large]
+        python3 bench/ncu_targets.py [mla] [heads] [fp8] [twin] [moe] [moe_large]
 
 Inputs are built and each kernel compiled before its one profiled call; no timing here (ncu
 replays each launch and reports its own duration and counters).
@@ -20,6 +20,7 @@ TARGETS = {
     + [("mla_decode", {"kv_format": "bf16"}, {"B": 64, "L": 4096, "q_len": 1, "h": 128})],
     "heads": [("mla_decode", {"kv_format": "bf16"}, {"B": 64, "L": 4096, "q_len": 1, "h": 128})],
     "fp8": [("mla_decode", {"kv_format": "fp8"}, {"B": 128, "L": 8192, "q_len": 1, "h": 16})],
+    "twin": [("mla_decode", {"kv_format": "mxfp4", "loop": "twin"}, {"B": 128, "L": 8192, "q_len": 1, "h": 16})],
     "moe": [("mxfp4_moe", {"mode": "a16w4"}, MOE_SHAPES[i]) for i in (0, 5)],
     "moe_large": [("mxfp4_moe", {"mode": "a16w4"}, MOE_SHAPES[5])],
 }
