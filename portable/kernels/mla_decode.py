@@ -28,7 +28,8 @@ KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.u
 KV_ROW = {"bf16": 2 * D, "fp8": D, "mxfp4": D // 2}    # bytes of one kv row (MXFP4's scales apart)
 LOG2E = 1.4426950408889634
 # the warpgroup-MMA loops' formats and fixed tiling: "fragments" one warpgroup and 16 heads of
-# one token, "heads" two warpgroups and 64 query rows
+# one token, "twin" two warpgroups and 16 heads of one token, "heads" two warpgroups and 64
+# query rows
 WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, "warps": 4, "tokens": 1}),
                "heads": (("bf16", "fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 4, "warps": 8}),
                "twin": (("mxfp4",), {"kv_tile": 64, "row_groups": 1, "warps": 8, "tokens": 1})}
