@@ -111,6 +111,12 @@ __device__ __forceinline__ void wg_mma_ss_bf16_n256(float (&d)[128], unsigned lo
 __device__ __forceinline__ void wg_mma_ss_bf16_n256_mn(float (&d)[128], unsigned long long a, unsigned long long b) {
     wg_mma_ss_bf16_n256_tb<1>(d, a, b);
 }
+// Four 8 x 8 b16 matrices to shared memory from the mma fragment layout: r[i] of each lane goes
+// to matrix i; lane l gives the shared address of row l % 8 of matrix l / 8 (16 bytes a row).
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
 // Generic-proxy shared stores (st.shared) made visible to the async proxy that wgmma reads by.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
