@@ -32,14 +32,20 @@ class Launcher:
         self.raw_launch = runtime.launch_function()
         self.extra = runtime.EXTRA
         self.packer = ParamPacker(kernel.SIGNATURE)
-        # further kernels of the same module (e.g. a combine step): name -> (function, packer)
-        self.others = {name: (runtime.get_function(self.module, name), ParamPacker(kinds))
-                       for name, kinds in kernel.OTHER_ENTRIES.items()}
+        # further kernels of the same module (e.g. a combine step): name -> (function, packer),
+        # looked up on first launch (a variant's module may leave some out)
+        self.others = {}
+        self.entry_kinds = kernel.OTHER_ENTRIES
         for name, nbytes in kernel.entry_smem(self.target).items():
-            runtime.set_max_dynamic_smem(self.others[name][0], nbytes)
+            runtime.set_max_dynamic_smem(self.other(name)[0], nbytes)
         self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
         # with one GPU the current device is always this one: skip asking on every call
         self.check_device = torch.cuda.device_count() > 1
+
+    def other(self, name: str):
+        if name not in self.others:
+            self.others[name] = (self.runtime.get_function(self.module, name), ParamPacker(self.entry_kinds[name]))
+        return self.others[name]
 
     def stream(self):
         raw = current_stream(self.device_index)
@@ -65,7 +71,7 @@ class Launcher:
 
     def launch_other(self, name: str, grid, block, smem, args):
         """Launch another kernel of the module (not the hot path: errors are checked by name)."""
-        function, packer = self.others[name]
+        function, packer = self.other(name)
         with packer.lock:
             packer.pack(args)
             with torch.cuda.device(self.device_index):
