@@ -321,7 +321,7 @@ class MXFP4MoE(Kernel):
         if self.skinny_f16(launcher.target):          # x in f16 times a power of two a token
             xs = torch.empty(M, s.Dh, device=dev, dtype=torch.float16)
             inv = torch.empty(M, device=dev, dtype=torch.float32)
-            launcher.launch_other("moe_split_x", (M, 1, 1), (256, 1, 1), 0,
+            launcher.launch_other("moe_split_x", (M, 1, 1), (1024, 1, 1), 0,
                                   (x.data_ptr(), x_stride, s.d_hidden, s.Dh, xs.data_ptr(), inv.data_ptr()))
             x, x_stride, x_inv = xs, s.Dh, inv.data_ptr()
         if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
