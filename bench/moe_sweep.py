@@ -22,20 +22,17 @@ from portable.kernels.mxfp4_moe import SHAPES
 
 # tiling overrides per shape index (parameters left out take the tiling's own value)
 SK = "skinny"
-BF = {"tiles": SK, "skinny_mma": "bf16"}     # skinny gemm1 on decoded bf16 weights (v12 and before)
-MT2 = {"tiles": SK, "mt": 2, "min_blocks": 3}   # two 16-row weight tiles a warp share each x load
+G2 = [{"ahead2": 1, "mt2": 2, "min_blocks2": 3}, {"ahead2": 1, "mt2": 4, "min_blocks2": 2}]    # gemm2 row tiles a warp
 B64 = {"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}     # one warpgroup of 64 rows a block
 SWEEP = {
-    0: [{"tiles": SK}, BF, MT2, {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
-    1: [{"tiles": SK}, BF, MT2],
-    3: [{"tiles": SK}, BF],
+    0: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
+    1: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
     4: [{"tiles": "large"}, B64, {**B64, "ahead": 1}, {"tiles": "large", "mma": "sync"}],
     5: [{"tiles": "large"}, {"tiles": "large", "ahead": 1, "bn2": 128}, {"tiles": "large", "mma": "sync"}],
     8: [{"tiles": "large"}, B64, {**B64, "ahead": 1}, {"tiles": "large", "mma": "sync"}],
-    6: [{"tiles": SK}, BF, MT2],
-    7: [{"tiles": SK}, BF],
+    6: [{"tiles": SK}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
 }
-PROFILE_ALSO = {0: [{"skinny_mma": "bf16"}, {"mt": 2, "min_blocks": 3}], 6: [{"skinny_mma": "bf16"}]}      # per-kernel profiles of these tilings too (a16w4)
+PROFILE_ALSO = {0: G2}      # per-kernel profiles of these tilings too (a16w4)
 
 
 def profile(shape, sets, modes=("a16w4", "a4w4"), **over) -> list:

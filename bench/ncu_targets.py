@@ -1,7 +1,7 @@
 """One launch of each kernel configuration worth profiling, for Nsight Compute:
 
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats ... \
-        python3 bench/ncu_targets.py [mla] [heads] [fp8] [twin] [moe] [moe_large] [moe_skinny]
+        python3 bench/ncu_targets.py [mla] [heads] [fp8] [twin] [moe] [moe_large]
 
 Inputs are built and each kernel compiled before its one profiled call; no timing here (ncu
 replays each launch and reports its own duration and counters).
@@ -23,7 +23,6 @@ TARGETS = {
     "twin": [("mla_decode", {"kv_format": "mxfp4", "loop": "twin"}, {"B": 128, "L": 8192, "q_len": 1, "h": 16})],
     "moe": [("mxfp4_moe", {"mode": "a16w4"}, MOE_SHAPES[i]) for i in (0, 5)],
     "moe_large": [("mxfp4_moe", {"mode": "a16w4"}, MOE_SHAPES[5])],
-    "moe_skinny": [("mxfp4_moe", {"mode": "a16w4", "skinny_mma": m}, MOE_SHAPES[0]) for m in ("f16", "bf16")],
 }
 
 

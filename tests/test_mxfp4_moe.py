@@ -84,18 +84,6 @@ def test_tile_choice_and_variants():
     assert k.variant("large").tiles("gfx942")["bm"] == 64            # 64 KB of LDS
 
 
-def test_skinny_matrix_instruction_comes_from_the_target_data():
-    """sm_90a's skinny gemm1 runs on f16 mma.sync (E2M1 placed into f16, x scaled a token);
-    the other targets keep decoded bf16, and asking AMD for f16 is refused before any launch."""
-    k = MXFP4MoE(tiles="skinny")
-    assert k.skinny_f16("sm_90a") and not k.skinny_f16("sm_100a") and not k.skinny_f16("gfx942")
-    assert not MXFP4MoE(tiles="skinny", skinny_mma="bf16").skinny_f16("sm_90a")
-    sass = k.binary("sm_90a").asm
-    assert "HMMA.16816.F32 " in sass and "moe_split_x" in sass          # f16 (no .BF16 suffix)
-    with pytest.raises(portable.InputError, match="skinny_mma"):
-        MXFP4MoE(tiles="skinny", skinny_mma="f16").skinny_f16("gfx942")
-
-
 def test_errors_before_any_launch():
     inp = make_moe_inputs(4, 4, 64, 32, 2, seed=0)
     moe = portable.load("mxfp4_moe")

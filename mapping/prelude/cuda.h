@@ -8,13 +8,6 @@ __device__ __forceinline__ unsigned f32x2_to_bf16x2_rn(float lo, float hi) {
     return r;
 }
 
-// Two fp32 -> f16x2 (lo in bits 0-15), round to nearest even.
-__device__ __forceinline__ unsigned f32x2_to_f16x2_rn(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
 // 2^x on the special-function unit (MUFU.EX2, ~2 ulp, flushes denormals; 2^-inf = 0).
 __device__ __forceinline__ float ex2_approx(float x) {
     float y;
@@ -138,39 +131,4 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     const unsigned a = __byte_perm(lo, hs, 0x5140u), b = __byte_perm(lo, hs, 0x7362u);
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w0) : "r"(a), "r"(scale2), "r"(0x80008000u));
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w1) : "r"(b), "r"(scale2), "r"(0x80008000u));
-}
-
-// ---- skinny GEMM on f16 instructions (mma.sync m16n8k16 f16): two k-steps cover one MX block
-// (32 K values, one scale) of every A row, so the block scale goes on the pair of products, not
-// on each value. Lane t holds bytes 4t..4t+3 of its rows' block (codes 8t..8t+7): codes 8t..8t+3
-// in step 0 (slots 2t, 2t+1 | 2t+8, 2t+9), 8t+4..8t+7 in step 1; the activations (x times a
-// power of two a token, in f16, moe_split_x) keep their natural order, 8 values a lane a block.
-// E2M1 magnitude bits at f16 bits 9-11 and the sign at bit 15 read as the value times 2^-14,
-// exactly (0.5 becomes the subnormal 2^-15), so only the high byte is looked up: eight codes
-// (one word: r[0] = codes 0, 1 ... r[3] = codes 6, 7) in thirteen instructions.
-__device__ __forceinline__ void e2m1x8_to_f16x8(unsigned w, unsigned (&r)[4]) {
-    const unsigned m = w & 0x77777777u, w4 = w << 4;
-    const unsigned lo = __byte_perm(0x06040200u, 0x0e0c0a08u, m);         // magnitude << 1, codes 0-3
-    const unsigned hi = __byte_perm(0x06040200u, 0x0e0c0a08u, m >> 16);   // codes 4-7
-    unsigned nlo, nhi;          // 0xff bytes where a code is negative: the sign bits are the top bits
-    asm("prmt.b32 %0, %1, %2, 0xd9c8;" : "=r"(nlo) : "r"(w4), "r"(w));  // of bytes of w << 4 and w
-    asm("prmt.b32 %0, %1, %2, 0xfbea;" : "=r"(nhi) : "r"(w4), "r"(w));
-    const unsigned slo = lo | (nlo & 0x80808080u), shi = hi | (nhi & 0x80808080u);
-    r[0] = __byte_perm(slo, 0u, 0x1404u);
-    r[1] = __byte_perm(slo, 0u, 0x3424u);
-    r[2] = __byte_perm(shi, 0u, 0x1404u);
-    r[3] = __byte_perm(shi, 0u, 0x3424u);
-}
-__device__ __forceinline__ void mma_f16(frag_c& c, const frag_a& a, const frag_b& b) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
-        : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
-}
-// The E8M0 code of the lane's own block (sk_quad()) of one row -> the scales of the four blocks
-// of the slice its quad holds, as fp32 (code 0: the subnormal 2^-127; 255: NaN)
-__device__ __forceinline__ void skf_scales(unsigned code, float (&s)[4]) {
-    const float own = __uint_as_float(code == 255u ? 0x7fc00000u : code == 0u ? 0x00400000u : code << 23);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) s[q] = __shfl_sync(0xffffffffu, own, (int)(mma_lane() & ~3u) | q);
 }

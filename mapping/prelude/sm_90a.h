@@ -138,3 +138,9 @@ __device__ __forceinline__ unsigned e4m3x2_to_f16x2(unsigned v) {
     asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(r) : "r"(v));
     return r;
 }
+// Two fp32 -> f16x2 (lo in bits 0-15), round to nearest even.
+__device__ __forceinline__ unsigned f32x2_to_f16x2_rn(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}

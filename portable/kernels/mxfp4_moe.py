@@ -18,7 +18,6 @@ from __future__ import annotations
 import torch
 
 from ..device import device_target
-from ..dialect import dialect_for
 from ..errors import InputError, TargetError
 from ..formats import MX_BLOCK
 from ..params import Choice
@@ -68,19 +67,14 @@ class MXFP4MoE(Kernel):
         # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
         # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments
         "mma": Choice(("", "sync", "warpgroup"), ""),
-        # skinny gemm1's matrix instruction: "" = the target's [skinny] tiling ("f16": E2M1 codes
-        # placed into f16, the block scale on each block's product, x times a power of two a
-        # token in f16; "bf16": weights decoded and scaled to bf16, x as given)
-        "skinny_mma": Choice(("", "bf16", "f16"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
-        "moe_split_x": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
     }
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"mode": m} for m in ref.MODES]
@@ -135,15 +129,6 @@ class MXFP4MoE(Kernel):
         """Whether this kernel runs the skinny GEMMs on `target`."""
         return self.tile_kind(target) == "skinny"
 
-    def skinny_f16(self, target: str) -> bool:
-        """Whether gemm1 runs skinny on f16 instructions (skf.* rows of the mapping table)."""
-        if not self.skinny(target):
-            return False
-        want = self.params["skinny_mma"] or self.tiles(target).get("mma", "bf16")
-        if want == "f16" and dialect_for(target)["skf"].mma.availability != "yes":
-            raise InputError(f"skinny_mma: 'f16' needs the skf.* rows of the mapping table, which {target} does not have")
-        return want == "f16"
-
     def variant(self, tiles: str) -> "MXFP4MoE":
         if self.params["tiles"] == tiles:
             return self
@@ -196,8 +181,7 @@ class MXFP4MoE(Kernel):
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": (t["ahead"], t["ahead2"]), "SK_MT": (t["mt"], t["mt2"]),
-                    "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
-                    "SK_F16": self.skinny_f16(target)}
+                    "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -229,7 +213,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
-                "SK_F16": False, "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
+                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
@@ -317,13 +301,6 @@ class MXFP4MoE(Kernel):
             launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride))
         skinny = self.skinny(launcher.target)
-        x_inv = 0
-        if self.skinny_f16(launcher.target):          # x in f16 times a power of two a token
-            xs = torch.empty(M, s.Dh, device=dev, dtype=torch.float16)
-            inv = torch.empty(M, device=dev, dtype=torch.float32)
-            launcher.launch_other("moe_split_x", (M, 1, 1), (1024, 1, 1), 0,
-                                  (x.data_ptr(), x_stride, s.d_hidden, s.Dh, xs.data_ptr(), inv.data_ptr()))
-            x, x_stride, x_inv = xs, s.Dh, inv.data_ptr()
         if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
             split1, split2 = (skinny_ksplit(k_dim, t["warps"]) for k_dim in (s.Dh, s.De))
             grid1 = -(-s.d_expert // (8 * t["mt"] * t["warps"] // split1))          # 8 features a 16-row tile
@@ -335,7 +312,7 @@ class MXFP4MoE(Kernel):
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
                  (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1, x_inv))
+                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1))
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()))
