@@ -66,6 +66,11 @@ def launch_function():
     return _hip().hipModuleLaunchKernel
 
 
+def launch_overlapped(function, grid, block, smem, stream, params) -> int:
+    """HIP has no programmatic dependent launch: a plain launch (sync.grid_wait is a no-op)."""
+    return _hip().hipModuleLaunchKernel(function, *grid, *block, smem, stream, params, EXTRA)[0]
+
+
 def stream_handle(raw: int):
     """hip-python takes the raw hipStream_t pointer value as it is."""
     return raw

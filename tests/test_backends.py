@@ -133,6 +133,7 @@ NOT_MIRRORED = {
     "cuDeviceGet": "HIP binds a device to the thread (hipSetDevice), no context to look up",
     "cuDevicePrimaryCtxRetain": "same: no primary-context handle in HIP",
     "cuFuncSetAttribute": "AMD gives a kernel the whole LDS without an opt-in",
+    "cuLaunchKernelEx": "used only for programmatic dependent launch, which HIP lacks: launch_overlapped launches plainly",
 }
 
 

@@ -132,3 +132,9 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w0) : "r"(a), "r"(scale2), "r"(0x80008000u));
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w1) : "r"(b), "r"(scale2), "r"(0x80008000u));
 }
+
+// ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
+// kernel before it in the stream to end (its writes visible); the other lets the next overlapped
+// kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }

@@ -104,3 +104,8 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     w0 = f32x2_to_bf16x2_rn(v[0], v[1]);
     w1 = f32x2_to_bf16x2_rn(v[2], v[3]);
 }
+
+// Programmatic dependent launch has no HIP counterpart: a HIP stream runs its kernels one after
+// another, so both are no-ops (backends/hip_runtime.launch_overlapped launches plainly).
+__device__ __forceinline__ void grid_dependency_wait() {}
+__device__ __forceinline__ void grid_launch_dependents() {}

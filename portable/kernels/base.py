@@ -26,6 +26,7 @@ class Launcher:
         binary = kernel.binary(target, purpose="run")
         self.runtime = runtime = backends.runtime_for(target)
         self.module = runtime.load(binary.code, device_index)
+        self.entry = kernel.ENTRY
         self.function = runtime.get_function(self.module, kernel.ENTRY)
         if kernel.DYNAMIC_SMEM:
             runtime.set_max_dynamic_smem(self.function, kernel.dynamic_smem(target))
@@ -69,14 +70,19 @@ class Launcher:
                 self.runtime.make_current(index)
                 self.launch_checked(grid, block, smem)
 
-    def launch_other(self, name: str, grid, block, smem, args):
-        """Launch another kernel of the module (not the hot path: errors are checked by name)."""
-        function, packer = self.other(name)
+    def launch_other(self, name: str, grid, block, smem, args, overlap: bool = False):
+        """Launch a kernel of the module by name (not the hot path: errors are checked by name).
+        overlap: a programmatic dependent launch where the backend has one (the kernel must
+        call sync.grid_wait before it reads what the kernel before it wrote, or writes)."""
+        function, packer = (self.function, self.packer) if name == self.entry else self.other(name)
         with packer.lock:
             packer.pack(args)
             with torch.cuda.device(self.device_index):
-                err = self.raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                                      self.stream(), packer.address, self.extra)[0]
+                if overlap:
+                    err = self.runtime.launch_overlapped(function, grid, block, smem, self.stream(), packer.address)
+                else:
+                    err = self.raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                          self.stream(), packer.address, self.extra)[0]
         if err:
             self.runtime.raise_for(err, f"launch of {name} {grid} x {block} on device {self.device_index}")
 

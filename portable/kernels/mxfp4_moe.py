@@ -67,6 +67,10 @@ class MXFP4MoE(Kernel):
         # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
         # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments
         "mma": Choice(("", "sync", "warpgroup"), ""),
+        # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
+        # plainly): its blocks start while the kernel before it finishes and wait in
+        # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
+        "overlap": Choice((1, 0), 1),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
@@ -279,6 +283,7 @@ class MXFP4MoE(Kernel):
 
     def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
         launcher = self.launcher(hidden_states)
+        ov = bool(self.params["overlap"])                # overlapped launches after moe_route
         t = self.tiles(launcher.target)
         bm = t["bm"]
         dev = hidden_states.device
@@ -299,7 +304,7 @@ class MXFP4MoE(Kernel):
             x_stride = -(-s.d_hidden // MX_BLOCK) * MX_BLOCK         # x rounded through MXFP4 once
             x = torch.empty(M, x_stride, device=dev, dtype=torch.bfloat16)
             launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
-                                  (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride))
+                                  (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride), ov)
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
             split1, split2 = (skinny_ksplit(k_dim, t["warps"]) for k_dim in (s.Dh, s.De))
@@ -310,18 +315,18 @@ class MXFP4MoE(Kernel):
             grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
-        launcher((max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
-                 (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                  s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1))
+        launcher.launch_other("moe_gemm1", (max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
+                              (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
+                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1), ov)
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
-                                  (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()))
+                                  (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
         launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
-                               ybuf.data_ptr(), split2))
+                               ybuf.data_ptr(), split2), ov)
         launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
-                              (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()))
+                              (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
 
     # --- reference, cost and benchmark face -------------------------------------------------
