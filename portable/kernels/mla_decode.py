@@ -306,7 +306,7 @@ class MLADecode(Kernel):
         if plan.chunks > 1:
             launcher.launch_other("mla_combine", (total_q * heads, 1, 1), (128, 1, 1), 0,
                                   (partial_o.data_ptr(), partial_ml.data_ptr(), plan.token_chunks.data_ptr(),
-                                   tensor_scale, out.data_ptr(), lse.data_ptr(), heads, total_q))
+                                   tensor_scale, out.data_ptr(), lse.data_ptr(), heads, total_q), overlap=True)
         return (out, lse) if return_lse else out
 
     def check_with_plan(self, q, kv, kv_scale, kv_indices, page_size, sm_scale, plan) -> float:
