@@ -84,6 +84,20 @@ def test_tile_choice_and_variants():
     assert k.variant("large").tiles("gfx942")["bm"] == 64            # 64 KB of LDS
 
 
+def test_kernels_launched_overlapped_wait_for_the_one_before():
+    """Every kernel launched overlapped after moe_route has griddepcontrol.wait (ACQBULK in the
+    SASS) on CUDA; HIP compiles the same template with no-ops."""
+    for tiles, mode in (("skinny", "a4w4"), ("large", "a16w4")):
+        k = MXFP4MoE(tiles=tiles, mode=mode)
+        sass = k.binary("sm_90a").asm
+        names = ["moe_gemm1", "moe_gemm2", "moe_combine"] + (["moe_quantize_x", "moe_quantize_h"] if tiles == "skinny" else [])
+        for name in names:
+            body = sass[sass.index(f".text.{name}:"):]
+            body = body[:body.find("\n//----")]
+            assert "ACQBULK" in body, (tiles, name)
+        assert k.binary("gfx942").code
+
+
 def test_errors_before_any_launch():
     inp = make_moe_inputs(4, 4, 64, 32, 2, seed=0)
     moe = portable.load("mxfp4_moe")

@@ -72,6 +72,15 @@ def test_skinny_ring_depths_and_row_tiles(params):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+def test_overlapped_launches_change_no_bit(mode):
+    """overlap=1 (programmatic dependent launches) against plain launches, skinny and large."""
+    for tiles in ("skinny", "large"):
+        inp = make_moe_inputs(37, 16, 512, 256, 4, seed=torch.seed() % (1 << 31), device="cuda", shared_experts=1)
+        got = [run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles=tiles, overlap=o), inp) for o in (1, 0)]
+        assert torch.equal(got[0], got[1]), tiles
+
+
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 def test_tokens_at_far_apart_scales(mode):
     """Skinny tiles on 2880-wide K (a partial last slice) and 2880 rows, tokens whose activations
     differ by up to 2^40, each checked against its own scale."""
