@@ -25,10 +25,8 @@ SK = "skinny"
 G2 = [{"ahead2": 1, "mt2": 2, "min_blocks2": 3}, {"ahead2": 1, "mt2": 4, "min_blocks2": 2}]    # gemm2 row tiles a warp
 B64 = {"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}     # one warpgroup of 64 rows a block
 SWEEP = {
-    0: [{"tiles": SK}, {"tiles": SK, "stream2": 0}, {"tiles": SK, "overlap": 0}, *({"tiles": SK, **g} for g in G2),
-        {"tiles": SK, "ahead2": 2}, {"tiles": "small"}],
-    1: [{"tiles": SK}, {"tiles": SK, "stream2": 0}, {"tiles": SK, "overlap": 0}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
-    2: [{"tiles": SK}, {"tiles": SK, "stream2": 0}],
+    0: [{"tiles": SK}, {"tiles": SK, "overlap": 0}, *({"tiles": SK, **g} for g in G2), {"tiles": SK, "ahead": 2}, {"tiles": "small"}],
+    1: [{"tiles": SK}, {"tiles": SK, "overlap": 0}, *({"tiles": SK, **g} for g in G2), {"tiles": "small"}],
     4: [{"tiles": "large"}, B64, {**B64, "ahead": 1}, {"tiles": "large", "mma": "sync"}],
     5: [{"tiles": "large"}, {"tiles": "large", "overlap": 0}, {"tiles": "large", "ahead": 1, "bn2": 128}, {"tiles": "large", "mma": "sync"}],
     8: [{"tiles": "large"}, B64, {**B64, "ahead": 1}, {"tiles": "large", "mma": "sync"}],

@@ -71,15 +71,11 @@ class MXFP4MoE(Kernel):
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
         "overlap": Choice((1, 0), 1),
-        # 1: skinny gemm2 with d_expert in one K part runs as moe_gemm2_stream (a grid of resident
-        # blocks whose warps walk (tile, row group) items through one ring); 0: one item a block
-        "stream2": Choice((1, 0), 1),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
-        "moe_gemm2_stream": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
@@ -233,14 +229,11 @@ class MXFP4MoE(Kernel):
         return {"moe_gemm2": self.layout(target)[2]["bytes"]}
 
     def reports(self, target: str) -> list[dict]:
-        """The GEMMs (the route and combine kernels have no matrix work); skinny tiles add the
-        streamed gemm2."""
+        """Both GEMMs (the route and combine kernels have no matrix work)."""
         from ..report import static_report
-        rows = [self.report(target), static_report(self.binary(target), "moe_gemm2", self.block_threads(target),
-                                                   self.entry_smem(target)["moe_gemm2"])]
-        if self.skinny(target):
-            rows.append(static_report(self.binary(target), "moe_gemm2_stream", self.block_threads(target), 0))
-        return rows
+        gemm2 = static_report(self.binary(target), "moe_gemm2", self.block_threads(target),
+                              self.entry_smem(target)["moe_gemm2"])
+        return [self.report(target), gemm2]
 
     # --- call ---------------------------------------------------------------------------
     def __call__(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, *,
@@ -298,7 +291,7 @@ class MXFP4MoE(Kernel):
         k_top = topk_ids.shape[1]
         P = M * k_top
         max_tiles = -(-P // bm) + min(s.E, P)          # sum over experts of ceil(count / bm), at most
-        tile_expert = torch.empty(max_tiles + 1, device=dev, dtype=torch.int32)    # + the tile count
+        tile_expert = torch.empty(max_tiles, device=dev, dtype=torch.int32)
         tile_rows = torch.empty(max_tiles * bm, device=dev, dtype=torch.int32)
         hbuf = torch.empty(max_tiles * bm, s.De, device=dev, dtype=torch.bfloat16)
         ybuf = torch.empty(P, width, device=dev, dtype=torch.bfloat16)
@@ -328,15 +321,10 @@ class MXFP4MoE(Kernel):
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
-        gemm2_args = (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
-                      tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width, ybuf.data_ptr())
-        if skinny and split2 == 1 and self.params["stream2"]:
-            sms = torch.cuda.get_device_properties(dev).multi_processor_count
-            launcher.launch_other("moe_gemm2_stream", (sms * t["min_blocks2"], 1, 1), (threads, 1, 1), 4 * (max_tiles + 1),
-                                  gemm2_args + (max_tiles,), ov)
-        else:
-            launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
-                                  gemm2_args + (split2,), ov)
+        launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
+                              (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
+                               tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
+                               ybuf.data_ptr(), split2), ov)
         launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
