@@ -26,16 +26,15 @@ class Launcher:
         binary = kernel.binary(target, purpose="run")
         self.runtime = runtime = backends.runtime_for(target)
         self.module = runtime.load(binary.code, device_index)
-        self.entry = kernel.ENTRY
         self.function = runtime.get_function(self.module, kernel.ENTRY)
         if kernel.DYNAMIC_SMEM:
             runtime.set_max_dynamic_smem(self.function, kernel.dynamic_smem(target))
         self.raw_launch = runtime.launch_function()
         self.extra = runtime.EXTRA
         self.packer = ParamPacker(kernel.SIGNATURE)
-        # further kernels of the same module (e.g. a combine step): name -> (function, packer),
-        # looked up on first launch (a variant's module may leave some out)
-        self.others = {}
+        # every kernel of the module by name -> (function, packer); the further ones (e.g. a
+        # combine step) looked up on first launch (a variant's module may leave some out)
+        self.others = {kernel.ENTRY: (self.function, self.packer)}
         self.entry_kinds = kernel.OTHER_ENTRIES
         for name, nbytes in kernel.entry_smem(self.target).items():
             runtime.set_max_dynamic_smem(self.other(name)[0], nbytes)
@@ -74,7 +73,7 @@ class Launcher:
         """Launch a kernel of the module by name (not the hot path: errors are checked by name).
         overlap: a programmatic dependent launch where the backend has one (the kernel must
         call sync.grid_wait before it reads what the kernel before it wrote, or writes)."""
-        function, packer = (self.function, self.packer) if name == self.entry else self.other(name)
+        function, packer = self.other(name)
         with packer.lock:
             packer.pack(args)
             with torch.cuda.device(self.device_index):
