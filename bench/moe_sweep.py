@@ -37,8 +37,10 @@ PROFILE_ALSO = {0: G2}      # per-kernel profiles of these tilings too (a16w4)
 
 
 def profile(shape, sets, modes=("a16w4", "a4w4"), **over) -> list:
-    """Each kernel's GPU time in one call (the default tiling unless `over`), from the profiler's kernel records."""
+    """Each kernel's GPU time in one call (the default tiling unless `over`), from the profiler's kernel
+    records. Plain launches unless `over` says otherwise: an overlapped kernel's time includes its wait."""
     out = []
+    over = {"overlap": 0, **over}
     for mode in modes:
         k = portable.load("mxfp4_moe", mode=mode, **over)
         k.run(sets[0])
@@ -62,12 +64,15 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--modes", default="a16w4,a4w4")
     ap.add_argument("--shapes", default=",".join(map(str, SWEEP)), help="SHAPES indices to sweep")
+    ap.add_argument("--extra", default="[]", help='JSON list of tilings also tried (and profiled, a16w4) on every '
+                    'shape, e.g. \'[{"tiles": "skinny", "warps": 8, "min_blocks": 2}]\'')
     args = ap.parse_args()
+    extra = json.loads(args.extra)
     ceilings = measure(0)
     print("ceilings", json.dumps(ceilings))
     rows, profiles = [], []
     for index in map(int, args.shapes.split(",")):
-        shape, tilings = SHAPES[index], SWEEP[index]
+        shape, tilings = SHAPES[index], SWEEP.get(index, []) + extra
         base = portable.load("mxfp4_moe")
         cost = base.cost_of(shape)
         sets = [base.make_inputs(shape, 0) for _ in range(max(1, min(4, -(-L2_FLUSH_BYTES // cost["bytes"]))))]
@@ -86,8 +91,8 @@ def main():
                              "detail": detail, "us": t, "tbps": cost["bytes"] / t / 1e6, "tflops": cost["flops"] / t / 1e6,
                              "regs": [r["registers"] for r in rep]})
         profiles += profile(shape, sets)
-        for over in PROFILE_ALSO.get(index, []):
-            profiles += profile(shape, sets, ("a16w4",), tiles="skinny", **over)
+        for over in PROFILE_ALSO.get(index, []) + extra:
+            profiles += profile(shape, sets, ("a16w4",), **{"tiles": "skinny", **over})
         del sets
         torch.cuda.empty_cache()
     json.dump({"ceilings": ceilings, "rows": rows, "profiles": profiles},
