@@ -15,6 +15,8 @@ gives the target an `fp4_matrix`).
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..device import device_target
@@ -28,7 +30,7 @@ from .base import Kernel
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
-SKINNY_FIELDS = ("ahead", "mt", "min_blocks", "ahead2", "mt2", "min_blocks2")     # per GEMM: 1, then 2
+SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ahead2", "xahead2", "mt2", "min_blocks2")   # per GEMM: 1, then 2
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -59,9 +61,11 @@ class MXFP4MoE(Kernel):
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
         "ahead": Choice((0, 1, 2, 3, 4), 0),       # K slices in flight (skinny: weights a lane; small/large: 1-2 register sets)
+        "xahead": Choice((0, 1, 2, 3), 0),         # skinny: K slices of activations in flight a lane
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
         "min_blocks": Choice((0, 1, 2, 3, 4, 6, 8), 0),  # blocks an SM the compiler must fit (caps registers)
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same three for gemm2
+        "xahead2": Choice((0, 1, 2, 3), 0),
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4, 6, 8), 0),
         # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
@@ -183,8 +187,10 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
+            ahead, xahead = (t["ahead"], t["ahead2"]), (t.get("xahead", 1), t.get("xahead2", 1))
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
-                    "SK_AHEAD": (t["ahead"], t["ahead2"]), "SK_MT": (t["mt"], t["mt2"]),
+                    "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
+                    "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
