@@ -62,21 +62,6 @@ def test_warpgroup_mma_on_sm90a_large_tiles_from_the_target_data():
     assert MXFP4MoE(tiles="large").tiles("sm_90a")["bn2"] == 256
 
 
-def test_skinny_async_stages_where_the_target_copies_asynchronously():
-    """stage="async": the K slices in flight go to shared memory by cp.async (no register ring),
-    sized per GEMM; a target whose mapping table has no asynchronous copy is refused by name."""
-    k = MXFP4MoE(tiles="skinny", stage="async", ahead=2, stage2="async", ahead2=1, mt2=2)
-    lay = k.layout("sm_90a")     # 4 warps x slots x 32 lanes x (16-byte weight + activation pieces, scale words)
-    assert lay[1]["bytes"] == 4 * 3 * 32 * (16 * (2 + 4) + 4 * 2)
-    assert lay[2]["bytes"] == 4 * 2 * 32 * (16 * (4 + 4) + 4 * 4)
-    assert MXFP4MoE(tiles="skinny", stage="registers").layout("sm_90a")[1]["bytes"] == 0
-    rows = k.reports("sm_90a")
-    assert all(r["instructions"]["hmma"] > 0 and r["spill_bytes"] == 0 for r in rows), rows
-    assert "cp.async" in k.source("sm_90a")
-    with pytest.raises(portable.InputError, match="mem.async_copy16"):
-        MXFP4MoE(tiles="skinny", stage="async").source("gfx942")
-
-
 def test_medium_tiles_where_the_target_has_them():
     k = MXFP4MoE()
     assert k.pick_tiles(1024 * 4, 128, "sm_90a") == "medium"        # gpt-oss M1024: 32 rows an expert

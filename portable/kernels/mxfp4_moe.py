@@ -20,7 +20,6 @@ import math
 import torch
 
 from ..device import device_target
-from ..dialect import dialect_for
 from ..errors import InputError, TargetError
 from ..formats import MX_BLOCK
 from ..params import Choice
@@ -76,11 +75,6 @@ class MXFP4MoE(Kernel):
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
         "overlap": Choice((1, 0), 1),
-        # skinny tiles: how the K slices in flight are held, per GEMM: "registers" (a register
-        # ring a lane) or "async" (copied into shared memory without registers: cp.async, where
-        # the target has it); "" = the tiling's `stage` / `stage2` (default "registers")
-        "stage": Choice(("", "registers", "async"), ""),
-        "stage2": Choice(("", "registers", "async"), ""),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
@@ -104,7 +98,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
                              f"{', '.join(k for k in ('skinny', 'small', 'medium', 'large') if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "stage", "stage2") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2",) if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         return t
 
@@ -154,16 +148,8 @@ class MXFP4MoE(Kernel):
     def layout(self, target: str) -> dict:
         """Shared-memory layout of both GEMMs (byte offsets and leading dimensions): the one place
         the template and dynamic_smem read it from."""
-        if self.skinny(target):                      # dynamic shared memory only for the "async" stages
-            t, tgt = self.tiles(target), get_target(target)
-            cols = t["bm"] // tgt.mma_shape[1]       # activation fragments (NT): 4 16-byte pieces a lane each
-            out = {}
-            for which, (stage, mt, ahead) in enumerate(((t.get("stage", "registers"), t["mt"], t["ahead"]),
-                                                        (t.get("stage2", "registers"), t["mt2"], t["ahead2"])), 1):
-                pieces = mt * skinny_rows(tgt)       # 16-byte weight pieces (and scale words) a lane a slice
-                out[which] = {"bytes": 0 if stage != "async" else
-                              t["warps"] * (ahead + 1) * tgt.wave * (16 * (pieces + 4 * cols) + 4 * pieces)}
-            return out
+        if self.skinny(target):                      # static shared memory only
+            return {1: {"bytes": 0}, 2: {"bytes": 0}}
         t = self.tiles(target)
         bm, bn, bk, bn2 = t["bm"], t["bn"], t["bk"], t["bn2"]
         path = self.matrix_path(target)
@@ -202,13 +188,8 @@ class MXFP4MoE(Kernel):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
             ahead, xahead = (t["ahead"], t["ahead2"]), (t.get("xahead", 1), t.get("xahead2", 1))
-            stages = (t.get("stage", "registers"), t.get("stage2", "registers"))
-            if "async" in stages and dialect_for(target)["mem"].async_copy16.availability == "no":
-                raise InputError(f"stage: 'async' needs asynchronous copies into shared memory (mem.async_copy16), "
-                                 f"which the mapping table does not give {target}")
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
-                    "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]), "SK_STAGE": stages,
-                    "SK_WP": tuple(mt * skinny_rows(tgt) for mt in (t["mt"], t["mt2"])),
+                    "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
@@ -424,12 +405,6 @@ def umma_scratch_bytes(n: int, bk: int) -> int:
     A 128 x bk and B n x bk E2M1 in core matrices, plus 512-byte scale blocks and an mbarrier."""
     kc, rb = -(-bk // 128), -(-n // 128)
     return 64 * bk + n * bk // 2 + 512 * kc * (1 + rb) + 16
-
-
-def skinny_rows(tgt) -> int:
-    """Weight rows a lane holds of a 16-row skinny tile (the mapping table's sk.rows): 16 rows x 4
-    K quarters shared by the wave's lanes (2 on 32-lane NVIDIA, 1 on 64-lane AMD)."""
-    return 64 // tgt.wave
 
 
 def skinny_ksplit(k_dim: int, warps: int) -> int:
