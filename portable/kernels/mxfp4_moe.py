@@ -75,6 +75,10 @@ class MXFP4MoE(Kernel):
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
         "overlap": Choice((1, 0), 1),
+        # skinny tiles: the order blocks start in: "tile" (the grid's x runs over the tiles, so
+        # blocks started together read different experts) or "column" (x runs over a tile's
+        # column blocks: neighbouring rows of one expert); "" = the tiling's `raster`
+        "raster": Choice(("", "tile", "column"), ""),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
@@ -98,7 +102,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
                              f"{', '.join(k for k in ('skinny', 'small', 'medium', 'large') if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2",) if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster") if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         return t
 
@@ -190,6 +194,7 @@ class MXFP4MoE(Kernel):
             ahead, xahead = (t["ahead"], t["ahead2"]), (t.get("xahead", 1), t.get("xahead2", 1))
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
+                    "SK_RASTER": t.get("raster", "tile"),
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
@@ -321,13 +326,15 @@ class MXFP4MoE(Kernel):
             grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
-        launcher.launch_other("moe_gemm1", (max_tiles, grid1, 1), (threads, 1, 1), layout[1]["bytes"],
+        order = (lambda tiles, cols: (cols, tiles, 1)) if skinny and t.get("raster") == "column" else \
+            (lambda tiles, cols: (tiles, cols, 1))
+        launcher.launch_other("moe_gemm1", order(max_tiles, grid1), (threads, 1, 1), layout[1]["bytes"],
                               (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
                                s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1), ov)
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
-        launcher.launch_other("moe_gemm2", (max_tiles, grid2, 1), (threads, 1, 1), layout[2]["bytes"],
+        launcher.launch_other("moe_gemm2", order(max_tiles, grid2), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
                                ybuf.data_ptr(), split2), ov)
