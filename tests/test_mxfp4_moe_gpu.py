@@ -67,8 +67,8 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
                                     {"raster": "column", "mt2": 4, "min_blocks2": 2}])
 def test_skinny_ring_depths_and_row_tiles(params):
     """The register rings of weights and activations (odd and even depths, unequal), the
-    grid's column-first order, and the weight tiles a warp, on 2880-wide K (partial slices, split over warps) and 2880 rows (a
-    partial last tile group)."""
+    grid's column-first order and the weight tiles a warp, on 2880-wide K (partial slices,
+    split over warps) and 2880 rows (a partial last tile group)."""
     inp = make_moe_inputs(24, 12, 2880, 2880, 4, seed=torch.seed() % (1 << 31), device="cuda")
     moe = portable.load("mxfp4_moe", tiles="skinny", **params)
     ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp))

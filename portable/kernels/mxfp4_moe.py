@@ -61,11 +61,11 @@ class MXFP4MoE(Kernel):
         "warps": Choice((0, 4, 8), 0),
         "warps_m": Choice((0, 1, 2, 4), 0),
         "ahead": Choice((0, 1, 2, 3, 4), 0),       # K slices in flight (skinny: weights a lane; small/large: 1-2 register sets)
-        "xahead": Choice((0, 1, 2, 3, 4), 0),         # skinny: K slices of activations in flight a lane
+        "xahead": Choice((0, 1, 2, 3, 4), 0),      # skinny: K slices of activations in flight a lane
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
         "min_blocks": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),  # blocks an SM the compiler must fit (caps registers)
-        "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same three for gemm2
-        "xahead2": Choice((0, 1, 2, 3), 0),
+        "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same four for gemm2
+        "xahead2": Choice((0, 1, 2, 3, 4), 0),
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
         # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
