@@ -31,6 +31,7 @@ E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ahead2", "xahead2", "mt2", "min_blocks2")   # per GEMM: 1, then 2
+SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile"}     # where a target's [skinny] row leaves them out
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -104,6 +105,8 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster") if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
+        if kind == "skinny":
+            t = {**SKINNY_DEFAULTS, **t}
         return t
 
     def matrix_path(self, target: str) -> str:
@@ -191,10 +194,10 @@ class MXFP4MoE(Kernel):
             if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
                                  f"(the instruction's N) and 1, 2, 4 or 8 warps")
-            ahead, xahead = (t["ahead"], t["ahead2"]), (t.get("xahead", 1), t.get("xahead2", 1))
+            ahead, xahead = (t["ahead"], t["ahead2"]), (t["xahead"], t["xahead2"])
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
-                    "SK_RASTER": t.get("raster", "tile"),
+                    "SK_RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
@@ -326,15 +329,17 @@ class MXFP4MoE(Kernel):
             grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
-        order = (lambda tiles, cols: (cols, tiles, 1)) if skinny and t.get("raster") == "column" else \
-            (lambda tiles, cols: (tiles, cols, 1))
-        launcher.launch_other("moe_gemm1", order(max_tiles, grid1), (threads, 1, 1), layout[1]["bytes"],
+        column_first = skinny and t["raster"] == "column"      # the grid's x over one tile's column groups
+
+        def grid(cols):
+            return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
+        launcher.launch_other("moe_gemm1", grid(grid1), (threads, 1, 1), layout[1]["bytes"],
                               (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
                                s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1), ov)
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
-        launcher.launch_other("moe_gemm2", order(max_tiles, grid2), (threads, 1, 1), layout[2]["bytes"],
+        launcher.launch_other("moe_gemm2", grid(grid2), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
                                ybuf.data_ptr(), split2), ov)
