@@ -66,13 +66,15 @@ def main():
     ap.add_argument("--shapes", default=",".join(map(str, SWEEP)), help="SHAPES indices to sweep")
     ap.add_argument("--extra", default="[]", help='JSON list of tilings also tried (and profiled, a16w4) on every '
                     'shape, e.g. \'[{"tiles": "skinny", "warps": 8, "min_blocks": 2}]\'')
+    ap.add_argument("--extra-only", action="store_true", help="the default tiling and --extra only, not SWEEP's")
     args = ap.parse_args()
     extra = json.loads(args.extra)
     ceilings = measure(0)
     print("ceilings", json.dumps(ceilings))
     rows, profiles = [], []
     for index in map(int, args.shapes.split(",")):
-        shape, tilings = SHAPES[index], SWEEP.get(index, []) + extra
+        shape = SHAPES[index]
+        tilings = ([{}] if args.extra_only else SWEEP.get(index, [])) + extra
         base = portable.load("mxfp4_moe")
         cost = base.cost_of(shape)
         sets = [base.make_inputs(shape, 0) for _ in range(max(1, min(4, -(-L2_FLUSH_BYTES // cost["bytes"]))))]
@@ -91,7 +93,7 @@ def main():
                              "detail": detail, "us": t, "tbps": cost["bytes"] / t / 1e6, "tflops": cost["flops"] / t / 1e6,
                              "regs": [r["registers"] for r in rep]})
         profiles += profile(shape, sets)
-        for over in PROFILE_ALSO.get(index, []) + extra:
+        for over in ([] if args.extra_only else PROFILE_ALSO.get(index, [])) + extra:
             profiles += profile(shape, sets, ("a16w4",), **{"tiles": "skinny", **over})
         del sets
         torch.cuda.empty_cache()
