@@ -30,10 +30,8 @@ from .base import Kernel
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
-SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "schedule",          # per GEMM: 1, then 2
-                 "ahead2", "xahead2", "mt2", "min_blocks2", "schedule2")
-# where a target's [skinny] row leaves them out
-SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile", "schedule": "grid", "schedule2": "grid"}
+SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ahead2", "xahead2", "mt2", "min_blocks2")   # per GEMM: 1, then 2
+SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile"}     # where a target's [skinny] row leaves them out
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -67,14 +65,10 @@ class MXFP4MoE(Kernel):
         "xahead": Choice((0, 1, 2, 3, 4), 0),      # skinny: K slices of activations in flight a lane
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
         "min_blocks": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),  # blocks an SM the compiler must fit (caps registers)
-        # skinny: "grid" (a block a unit of work: a tile's column group) or "persist" (min_blocks
-        # blocks an SM, each looping over units with one load ring across them); "" = the tiling's
-        "schedule": Choice(("", "grid", "persist"), ""),
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same four for gemm2
         "xahead2": Choice((0, 1, 2, 3, 4), 0),
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
-        "schedule2": Choice(("", "grid", "persist"), ""),
         # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
         # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments
         "mma": Choice(("", "sync", "warpgroup"), ""),
@@ -87,10 +81,10 @@ class MXFP4MoE(Kernel):
         # column blocks: neighbouring rows of one expert); "" = the tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr"),
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
@@ -203,7 +197,7 @@ class MXFP4MoE(Kernel):
             ahead, xahead = (t["ahead"], t["ahead2"]), (t["xahead"], t["xahead2"])
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
-                    "SK_RASTER": t["raster"], "SK_SCHEDULE": (t["schedule"], t["schedule2"]),
+                    "SK_RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
@@ -311,7 +305,7 @@ class MXFP4MoE(Kernel):
         k_top = topk_ids.shape[1]
         P = M * k_top
         max_tiles = -(-P // bm) + min(s.E, P)          # sum over experts of ceil(count / bm), at most
-        tile_expert = torch.empty(max_tiles + 1, device=dev, dtype=torch.int32)    # + the count moe_route made
+        tile_expert = torch.empty(max_tiles, device=dev, dtype=torch.int32)
         tile_rows = torch.empty(max_tiles * bm, device=dev, dtype=torch.int32)
         hbuf = torch.empty(max_tiles * bm, s.De, device=dev, dtype=torch.bfloat16)
         ybuf = torch.empty(P, width, device=dev, dtype=torch.bfloat16)
@@ -337,22 +331,18 @@ class MXFP4MoE(Kernel):
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         column_first = skinny and t["raster"] == "column"      # the grid's x over one tile's column groups
 
-        def grid(cols, schedule, min_blocks):
-            if skinny and schedule == "persist":       # the GPU filled once; blocks loop over the units
-                return (launcher.sm_count * max(1, min_blocks), 1, 1)
+        def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
-        tile_count = tile_expert.data_ptr() + 4 * max_tiles
-        launcher.launch_other("moe_gemm1", grid(grid1, t.get("schedule"), t.get("min_blocks", 1)), (threads, 1, 1), layout[1]["bytes"],
+        launcher.launch_other("moe_gemm1", grid(grid1), (threads, 1, 1), layout[1]["bytes"],
                               (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1,
-                               tile_count), ov)
+                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1), ov)
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
-        launcher.launch_other("moe_gemm2", grid(grid2, t.get("schedule2"), t.get("min_blocks2", 1)), (threads, 1, 1), layout[2]["bytes"],
+        launcher.launch_other("moe_gemm2", grid(grid2), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
-                               ybuf.data_ptr(), split2, tile_count), ov)
+                               ybuf.data_ptr(), split2), ov)
         launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
