@@ -64,8 +64,7 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
                                     {"ahead": 3, "mt": 4, "min_blocks": 2, "ahead2": 1, "mt2": 4, "min_blocks2": 2},
                                     {"ahead": 2, "xahead": 3, "min_blocks": 2, "xahead2": 2},
                                     {"ahead": 3, "xahead": 2, "ahead2": 2, "xahead2": 3, "min_blocks2": 2},
-                                    {"raster": "column", "mt2": 4, "min_blocks2": 2},
-                                    {"prefetch2": "l2", "raster": "tile"}, {"prefetch2": "l2", "raster": "column"}])
+                                    {"raster": "column", "mt2": 4, "min_blocks2": 2}])
 def test_skinny_ring_depths_and_row_tiles(params):
     """The register rings of weights and activations (odd and even depths, unequal), the
     grid's column-first order and the weight tiles a warp, on 2880-wide K (partial slices,

@@ -133,9 +133,6 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w1) : "r"(b), "r"(scale2), "r"(0x80008000u));
 }
 
-// ---- L2 prefetch (sm_80+): the line holding p into L2, evicted last; no register, no wait
-__device__ __forceinline__ void prefetch_l2_keep(const void* p) { asm volatile("prefetch.global.L2::evict_last [%0];" :: "l"(p)); }
-
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.

@@ -31,9 +31,7 @@ E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ahead2", "xahead2", "mt2", "min_blocks2")   # per GEMM: 1, then 2
-# where a target's [skinny] row leaves them out
-SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile", "prefetch2": "off"}
-PREFETCH2_L2_SHARE = 0.75    # prefetch2 asks for at most this share of the L2 (gemm1's own stream needs the rest)
+SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile"}     # where a target's [skinny] row leaves them out
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -82,11 +80,8 @@ class MXFP4MoE(Kernel):
         # blocks started together read different experts) or "column" (x runs over a tile's
         # column blocks: neighbouring rows of one expert); "" = the tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
-        # skinny: "l2" lets gemm1's blocks prefetch gemm2's weights into L2 (evict-last) where every
-        # touched expert's down projection fits in PREFETCH2_L2_SHARE of it; "" = the tiling's
-        "prefetch2": Choice(("", "off", "l2"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "i32")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
@@ -108,7 +103,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
                              f"{', '.join(k for k in ('skinny', 'small', 'medium', 'large') if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "prefetch2") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster") if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind == "skinny":
             t = {**SKINNY_DEFAULTS, **t}
@@ -202,7 +197,7 @@ class MXFP4MoE(Kernel):
             ahead, xahead = (t["ahead"], t["ahead2"]), (t["xahead"], t["xahead2"])
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
-                    "SK_RASTER": t["raster"], "SK_PREFETCH2": t["prefetch2"] == "l2",
+                    "SK_RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
@@ -338,13 +333,9 @@ class MXFP4MoE(Kernel):
 
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
-        # gemm2's weights into L2 from gemm1 where all it can touch fits (an upper bound: no host sync)
-        w2_touched = min(s.E, P) * (w2.shape[1] * w2.shape[2] + w2_scale.shape[1] * w2_scale.shape[2])
-        prefetch2 = skinny and t["prefetch2"] == "l2" and w2_touched <= PREFETCH2_L2_SHARE * launcher.l2_bytes
         launcher.launch_other("moe_gemm1", grid(grid1), (threads, 1, 1), layout[1]["bytes"],
                               (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1,
-                               w2.data_ptr(), w2_scale.data_ptr(), int(prefetch2)), ov)
+                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1), ov)
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
