@@ -77,6 +77,11 @@ def test_medium_tiles_where_the_target_has_them():
 def test_tile_choice_and_variants():
     k = MXFP4MoE()
     assert k.pick_tiles(4 * 9, 257, "sm_90a") == "skinny"
+    assert k.pick_tiles(256 * 9, 257, "sm_90a") == "skinny"         # R1 E257 M256: 9 rows an expert
+    assert k.pick_tiles(64 * 9, 33, "sm_90a") == "skinny_wide"      # R1 E33 M64: 17.5
+    assert k.pick_tiles(64 * 9, 33, "sm_100a") == "skinny"          # no [skinny_wide] there
+    assert MXFP4MoE(tiles="skinny_wide").tiles("sm_90a")["bm"] == 16
+    assert MXFP4MoE(tiles="skinny_wide").tiles("sm_90a")["mt2"] == 2      # the [skinny] row below it
     assert MXFP4MoE(mode="a4w4").pick_tiles(4 * 9, 257, "sm_90a") == "skinny"     # bf16 path
     assert MXFP4MoE(mode="a4w4").pick_tiles(4 * 9, 257, "sm_120a") == "small"     # FP4 instructions
     assert k.pick_tiles(1024 * 9, 33, "sm_90a") == "large"

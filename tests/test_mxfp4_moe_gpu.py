@@ -50,7 +50,7 @@ def test_matches_reference(case, mode):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("tiles", ["skinny", "small", "medium", "large"])
+@pytest.mark.parametrize("tiles", ["skinny", "skinny_wide", "small", "medium", "large"])
 def test_both_tilings_and_bitwise_repeatable(mode, tiles):
     inp = make_moe_inputs(96, 10, 1024, 512, 4, seed=torch.seed() % (1 << 31), device="cuda", shared_experts=1)
     moe = load_tiles(mode, tiles)
@@ -100,7 +100,7 @@ def test_tokens_at_far_apart_scales(mode):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("tiles", ["skinny", "small", "medium", "large"])
+@pytest.mark.parametrize("tiles", ["skinny", "skinny_wide", "small", "medium", "large"])
 def test_smallest_block_scales(mode, tiles):
     """w13 blocks at the four smallest E8M0 scales (2^-127 .. 2^-124: the first two are bf16
     subnormals in the decode's scale multiply) against x scaled by 2^100 so they matter."""

@@ -32,6 +32,7 @@ ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ahead2", "xahead2", "mt2", "min_blocks2")   # per GEMM: 1, then 2
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile"}     # where a target's [skinny] row leaves them out
+SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -49,11 +50,11 @@ class MXFP4MoE(Kernel):
     ENTRY = "moe_gemm1"
     PARAMS = {
         "mode": Choice(ref.MODES, "a16w4"),
-        # rows a tile: "skinny" (weights as the A operand, straight from registers) or "small"
-        # for decode-sized batches, "large" for prefill, "medium" (where a target has it) between;
-        # "auto" picks per call from the pairs per expert (targets.toml
-        # [tiling.mxfp4_moe.TARGET.skinny|small|medium|large])
-        "tiles": Choice(("auto", "skinny", "small", "medium", "large"), "auto"),
+        # rows a tile: "skinny" (weights as the A operand, straight from registers; "skinny_wide"
+        # its wider tiles where a target has them) or "small" for decode-sized batches, "large"
+        # for prefill, "medium" (where a target has it) between; "auto" picks per call from the
+        # pairs per expert (targets.toml [tiling.mxfp4_moe.TARGET.skinny|skinny_wide|small|medium|large])
+        "tiles": Choice(("auto", "skinny", "skinny_wide", "small", "medium", "large"), "auto"),
         # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
         "bm": Choice((0, 8, 16, 32, 64, 128), 0),
         "bn": Choice((0, 32, 64, 128), 0),
@@ -96,16 +97,18 @@ class MXFP4MoE(Kernel):
     def tiles(self, target: str) -> dict:
         table = tiling(self.NAME, target)
         kind = self.tile_kind(target)
-        if kind == "skinny" and self.small_kind(target) != "skinny":
-            raise InputError(f"tiles: 'skinny' multiplies decoded bf16 weights; {target} in mode "
+        if kind in SKINNY_KINDS and self.small_kind(target) != "skinny":
+            raise InputError(f"tiles: {kind!r} multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         if kind not in table:
             raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
-                             f"{', '.join(k for k in ('skinny', 'small', 'medium', 'large') if k in table)})")
+                             f"{', '.join(k for k in ('skinny', 'skinny_wide', 'small', 'medium', 'large') if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
+        if kind == "skinny_wide":
+            t = {**table["skinny"], **t}
         t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster") if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
-        if kind == "skinny":
+        if kind in SKINNY_KINDS:
             t = {**SKINNY_DEFAULTS, **t}
         return t
 
@@ -122,7 +125,7 @@ class MXFP4MoE(Kernel):
         table = tiling(self.NAME, target)
         kind = self.tile_kind(target)
         want = self.params["mma"] or table.get("mma", "sync")
-        if path != "bf16" or kind == "skinny" or want != "warpgroup":
+        if path != "bf16" or kind in SKINNY_KINDS or want != "warpgroup":
             return path
         if f"{kind}_warpgroup" not in table:
             if self.params["mma"]:
@@ -142,7 +145,7 @@ class MXFP4MoE(Kernel):
 
     def skinny(self, target: str) -> bool:
         """Whether this kernel runs the skinny GEMMs on `target`."""
-        return self.tile_kind(target) == "skinny"
+        return self.tile_kind(target) in SKINNY_KINDS
 
     def variant(self, tiles: str) -> "MXFP4MoE":
         if self.params["tiles"] == tiles:
@@ -288,11 +291,13 @@ class MXFP4MoE(Kernel):
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
         """Large tiles once the average expert gets enough rows to fill them (no host sync: the
         average over all experts, not the touched ones); "medium" (a target's half-height large
-        tiles) below its `medium_below_rows`."""
+        tiles) below its `medium_below_rows`; "skinny_wide" from its `skinny_wide_from_rows` (fewer
+        tiles an expert: fewer passes over its weights)."""
         table = tiling(self.NAME, target)
         rows = pairs / experts
         if rows < table["large_from_rows"]:
-            return self.small_kind(target)
+            kind = self.small_kind(target)
+            return "skinny_wide" if kind == "skinny" and rows >= table.get("skinny_wide_from_rows", math.inf) else kind
         return "medium" if rows < table.get("medium_below_rows", 0) else "large"
 
     def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
