@@ -33,6 +33,7 @@ TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ahead2", "xahead2", "mt2", "min_blocks2")   # per GEMM: 1, then 2
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile"}     # where a target's [skinny] row leaves them out
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
+TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -54,7 +55,7 @@ class MXFP4MoE(Kernel):
         # its wider tiles where a target has them) or "small" for decode-sized batches, "large"
         # for prefill, "medium" (where a target has it) between; "auto" picks per call from the
         # pairs per expert (targets.toml [tiling.mxfp4_moe.TARGET.skinny|skinny_wide|small|medium|large])
-        "tiles": Choice(("auto", "skinny", "skinny_wide", "small", "medium", "large"), "auto"),
+        "tiles": Choice(("auto",) + TILE_KINDS, "auto"),
         # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
         "bm": Choice((0, 8, 16, 32, 64, 128), 0),
         "bn": Choice((0, 32, 64, 128), 0),
@@ -102,7 +103,7 @@ class MXFP4MoE(Kernel):
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         if kind not in table:
             raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
-                             f"{', '.join(k for k in ('skinny', 'skinny_wide', 'small', 'medium', 'large') if k in table)})")
+                             f"{', '.join(k for k in TILE_KINDS if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
