@@ -30,7 +30,8 @@ from .base import Kernel
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
-SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ahead2", "xahead2", "mt2", "min_blocks2")   # per GEMM: 1, then 2
+SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
+                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2")
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile"}     # where a target's [skinny] row leaves them out
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
@@ -67,10 +68,12 @@ class MXFP4MoE(Kernel):
         "xahead": Choice((0, 1, 2, 3, 4), 0),      # skinny: K slices of activations in flight a lane
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
         "min_blocks": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),  # blocks an SM the compiler must fit (caps registers)
+        "ksplit": Choice((0, 1, 2, 4, 8), 0),      # skinny: warps of a block splitting K (0: skinny_ksplit's choice)
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same four for gemm2
         "xahead2": Choice((0, 1, 2, 3, 4), 0),
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
+        "ksplit2": Choice((0, 1, 2, 4, 8), 0),
         # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
         # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments
         "mma": Choice(("", "sync", "warpgroup"), ""),
@@ -195,9 +198,9 @@ class MXFP4MoE(Kernel):
         tgt = get_target(target)
         mma_n = tgt.mma_shape[1]
         if self.skinny(target):
-            if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8):
+            if t["bm"] % mma_n or t["warps"] not in (1, 2, 4, 8) or any(t.get(k, 0) > t["warps"] for k in ("ksplit", "ksplit2")):
                 raise InputError(f"tiling {t} on {target}: skinny tiles need bm a multiple of {mma_n} "
-                                 f"(the instruction's N) and 1, 2, 4 or 8 warps")
+                                 f"(the instruction's N), 1, 2, 4 or 8 warps and ksplit/ksplit2 at most the warps")
             ahead, xahead = (t["ahead"], t["ahead2"]), (t["xahead"], t["xahead2"])
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
@@ -327,7 +330,7 @@ class MXFP4MoE(Kernel):
                                   (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride), ov)
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
-            split1, split2 = (skinny_ksplit(k_dim, t["warps"]) for k_dim in (s.Dh, s.De))
+            split1, split2 = (t.get(key) or skinny_ksplit(k_dim, t["warps"]) for key, k_dim in (("ksplit", s.Dh), ("ksplit2", s.De)))
             grid1 = -(-s.d_expert // (8 * t["mt"] * t["warps"] // split1))          # 8 features a 16-row tile
             grid2 = -(-width // (16 * t["mt2"] * t["warps"] // split2))
         else:
