@@ -74,6 +74,17 @@ def test_medium_tiles_where_the_target_has_them():
         MXFP4MoE(tiles="medium").tiles("gfx942")
 
 
+def test_skinny_k_split_only_while_blocks_are_few():
+    """Warps split K by 2 while a split leaves each about four 128-deep slices and the grid has
+    fewer than `waves` rounds of resident blocks (the H100: 132 SMs, 4 blocks each)."""
+    from portable.kernels.mxfp4_moe import skinny_ksplit
+    assert skinny_ksplit(7168, 4) == 4 and skinny_ksplit(256, 4) == 1 and skinny_ksplit(2880, 4) == 4
+    assert skinny_ksplit(7168, 4, 41 * 8, 528, 9) == 4          # R1 E257 M4 gemm1: 0.6 rounds unsplit
+    assert skinny_ksplit(7168, 4, 329 * 8, 528, 9) == 2         # R1 E257 M64: 5 rounds unsplit, 10 split in 2
+    assert skinny_ksplit(7168, 4, 69 * 64, 396, 9) == 1         # R1 E33 M64 (16-row tiles): 11 rounds
+    assert skinny_ksplit(7168, 8, 1, 1, 9) == 8                 # a block of 8 warps splits up to 8
+
+
 def test_tile_choice_and_variants():
     k = MXFP4MoE()
     assert k.pick_tiles(4 * 9, 257, "sm_90a") == "skinny"

@@ -41,6 +41,7 @@ class Launcher:
         self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
         # with one GPU the current device is always this one: skip asking on every call
         self.check_device = torch.cuda.device_count() > 1
+        self.sm_count = torch.cuda.get_device_properties(device_index).multi_processor_count   # CUs on AMD
 
     def other(self, name: str):
         if name not in self.others:

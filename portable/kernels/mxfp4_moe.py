@@ -329,8 +329,13 @@ class MXFP4MoE(Kernel):
             launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride), ov)
         skinny = self.skinny(launcher.target)
-        if skinny:      # warps split K where it is long; the rest of a block's warps split the rows
-            split1, split2 = (t.get(key) or skinny_ksplit(k_dim, t["warps"]) for key, k_dim in (("ksplit", s.Dh), ("ksplit2", s.De)))
+        if skinny:      # warps split K where it is long and blocks are few; the rest of a block's warps split the rows
+            waves = tiling(self.NAME, launcher.target).get("split_below_waves", math.inf)
+            split1, split2 = (
+                t.get(key) or skinny_ksplit(k_dim, t["warps"], max_tiles * -(-rows // (per_row * t[mt] * t["warps"])),
+                                            launcher.sm_count * max(1, t[blocks]), waves)
+                for key, k_dim, rows, per_row, mt, blocks in (("ksplit", s.Dh, s.d_expert, 8, "mt", "min_blocks"),
+                                                             ("ksplit2", s.De, width, 16, "mt2", "min_blocks2")))
             grid1 = -(-s.d_expert // (8 * t["mt"] * t["warps"] // split1))          # 8 features a 16-row tile
             grid2 = -(-width // (16 * t["mt2"] * t["warps"] // split2))
         else:
@@ -428,11 +433,14 @@ def umma_scratch_bytes(n: int, bk: int) -> int:
     return 64 * bk + n * bk // 2 + 512 * kc * (1 + rb) + 16
 
 
-def skinny_ksplit(k_dim: int, warps: int) -> int:
-    """Warps of a skinny block that split K: about four 128-deep slices or more a warp, a power
-    of two that divides the block (R1 gemm1, K 7168: 4; R1 gemm2, K 256: 1)."""
+def skinny_ksplit(k_dim: int, warps: int, blocks: int = 0, slots: int = 1, waves: float = math.inf) -> int:
+    """Warps of a skinny block that split K: a power of two that divides the block, each warp keeping
+    about four 128-deep slices or more, and no more splits once the grid has `waves` rounds of
+    `slots` resident blocks (`blocks`: the grid unsplit, counted from the tiles' upper bound). A split
+    adds a shared-memory reduction and shortens each warp's run, so it pays only where blocks are
+    few (R1 gemm1 K 7168 at M 4: 4; R1 E33 M64, both GEMMs: 1; gemm2 K 256: 1)."""
     split = 1
-    while split * 2 <= warps and -(-k_dim // 128) >= 4 * split * 2:
+    while split * 2 <= warps and -(-k_dim // 128) >= 4 * split * 2 and blocks * split < waves * slots:
         split *= 2
     return split
 
