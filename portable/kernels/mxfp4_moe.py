@@ -331,13 +331,16 @@ class MXFP4MoE(Kernel):
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long and blocks are few; the rest of a block's warps split the rows
             waves = tiling(self.NAME, launcher.target).get("split_below_waves", math.inf)
-            split1, split2 = (
-                t.get(key) or skinny_ksplit(k_dim, t["warps"], max_tiles * -(-rows // (per_row * t[mt] * t["warps"])),
-                                            launcher.sm_count * max(1, t[blocks]), waves)
-                for key, k_dim, rows, per_row, mt, blocks in (("ksplit", s.Dh, s.d_expert, 8, "mt", "min_blocks"),
-                                                             ("ksplit2", s.De, width, 16, "mt2", "min_blocks2")))
-            grid1 = -(-s.d_expert // (8 * t["mt"] * t["warps"] // split1))          # 8 features a 16-row tile
-            grid2 = -(-width // (16 * t["mt2"] * t["warps"] // split2))
+
+            def column_groups(rows, per_tile, mt, split):     # a tile's blocks: its rows over a block's
+                return -(-rows // (per_tile * t[mt] * t["warps"] // split))
+
+            def split_and_grid(key, k_dim, rows, per_tile, mt, blocks):
+                split = t.get(key) or skinny_ksplit(k_dim, t["warps"], max_tiles * column_groups(rows, per_tile, mt, 1),
+                                                    launcher.sm_count * max(1, t[blocks]), waves)
+                return split, column_groups(rows, per_tile, mt, split)
+            split1, grid1 = split_and_grid("ksplit", s.Dh, s.d_expert, 8, "mt", "min_blocks")    # 8 features a 16-row tile
+            split2, grid2 = split_and_grid("ksplit2", s.De, width, 16, "mt2", "min_blocks2")
         else:
             split1 = split2 = 1
             grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn2"])
