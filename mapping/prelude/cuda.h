@@ -133,6 +133,45 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w1) : "r"(b), "r"(scale2), "r"(0x80008000u));
 }
 
+// Eight codes (a word, lowest nibble first) at once: o0..o3 hold codes (0, 1) .. (6, 7). The
+// two halves share the mask, the shift for the sign bytes and their permutes (19 instructions
+// for 8 values where two e2m1x4_to_bf16x4 take 21), and the table words come from registers the
+// caller loaded once with e2m1_tables_load: prmt takes one table word from a register, and a
+// constant one was copied into a fresh register before every prmt (139 moves a twin-loop tile).
+struct e2m1_tables { unsigned hi, lo; };
+// one copy a lane in shared memory: the lanes of one warp store it, and after a barrier every
+// thread loads its lane's copy (a lane-dependent load keeps the words in vector registers)
+__device__ __forceinline__ unsigned* e2m1_tables_smem() { __shared__ unsigned t[64]; return t; }
+__device__ __forceinline__ void e2m1_tables_store() {
+    const unsigned l = mma_lane();
+    e2m1_tables_smem()[2 * l] = 0x3f3f3f00u;
+    e2m1_tables_smem()[2 * l + 1] = 0xc0800000u;
+}
+__device__ __forceinline__ e2m1_tables e2m1_tables_load() {
+    e2m1_tables t;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(t.hi), "=r"(t.lo) : "r"(smem_addr(e2m1_tables_smem() + 2 * mma_lane())));
+    return t;
+}
+__device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, const e2m1_tables& t,
+                                                 unsigned& o0, unsigned& o1, unsigned& o2, unsigned& o3) {
+    const unsigned sel = w & 0x77777777u, sel_hi = sel >> 16, w4 = w << 4;
+    unsigned hi0, lo0, hi1, lo1, neg0, neg1;
+    asm("prmt.b32 %0, %1, 0x40404040, %2;" : "=r"(hi0) : "r"(t.hi), "r"(sel));
+    asm("prmt.b32 %0, %1, 0xc0804000, %2;" : "=r"(lo0) : "r"(t.lo), "r"(sel));
+    asm("prmt.b32 %0, %1, 0x40404040, %2;" : "=r"(hi1) : "r"(t.hi), "r"(sel_hi));
+    asm("prmt.b32 %0, %1, 0xc0804000, %2;" : "=r"(lo1) : "r"(t.lo), "r"(sel_hi));
+    // sign bytes: codes 0-3 from bytes 0-1 of w << 4 and w (as in e2m1x4_to_bf16x4), 4-7 from bytes 2-3
+    asm("prmt.b32 %0, %1, %2, 0xd9c8;" : "=r"(neg0) : "r"(w4), "r"(w));
+    asm("prmt.b32 %0, %1, %2, 0xfbea;" : "=r"(neg1) : "r"(w4), "r"(w));
+    const unsigned hs0 = hi0 | (neg0 & 0x80808080u), hs1 = hi1 | (neg1 & 0x80808080u);
+    const unsigned p0 = __byte_perm(lo0, hs0, 0x5140u), p1 = __byte_perm(lo0, hs0, 0x7362u);
+    const unsigned p2 = __byte_perm(lo1, hs1, 0x5140u), p3 = __byte_perm(lo1, hs1, 0x7362u);
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(o0) : "r"(p0), "r"(scale2), "r"(0x80008000u));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(o1) : "r"(p1), "r"(scale2), "r"(0x80008000u));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(o2) : "r"(p2), "r"(scale2), "r"(0x80008000u));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(o3) : "r"(p3), "r"(scale2), "r"(0x80008000u));
+}
+
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.

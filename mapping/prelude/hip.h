@@ -105,6 +105,16 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
     w1 = f32x2_to_bf16x2_rn(v[2], v[3]);
 }
 
+// Eight codes a call (interface as in cuda.h): two four-code calls; this decode has no tables.
+struct e2m1_tables { unsigned hi, lo; };
+__device__ __forceinline__ void e2m1_tables_store() {}
+__device__ __forceinline__ e2m1_tables e2m1_tables_load() { return {0u, 0u}; }
+__device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, const e2m1_tables&,
+                                                 unsigned& o0, unsigned& o1, unsigned& o2, unsigned& o3) {
+    e2m1x4_to_bf16x4(w, scale2, o0, o1);
+    e2m1x4_to_bf16x4(w >> 16, scale2, o2, o3);
+}
+
 // Programmatic dependent launch has no HIP counterpart: a HIP stream runs its kernels one after
 // another, so both are no-ops (backends/hip_runtime.launch_overlapped launches plainly).
 __device__ __forceinline__ void grid_dependency_wait() {}
