@@ -60,6 +60,26 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
     assert torch.equal(first, run_poisoned(moe, inp))       # the combine is deterministic
 
 
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+@pytest.mark.parametrize("case,tiles,params", [("large tiles", "large", {}), ("padded dims", "large", {}),
+                                               ("partial K slice", "large", {"stages": 3, "ahead": 1, "ahead2": 1}),
+                                               ("R1-like", "large", {"stages": 6}),
+                                               ("large tiles", "medium", {}), ("partial K slice", "medium", {})])
+def test_warpgroup_rs_tiles(case, tiles, params, mode):
+    """Weights decoded into the A registers of warpgroup MMA (templates/mxfp4_moe_rs.j2): the
+    permuted K order of x and h, partial 128-value slices (2880), padded dims, 3-6 stages and one
+    or two weight slices ahead; bitwise repeatable."""
+    if f"{tiles}_warpgroup_rs" not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
+        pytest.skip(f"no [{tiles}_warpgroup_rs] tiling for this GPU's target")
+    args, opts = CASES[case]
+    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
+    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles, mma="warpgroup_rs", **params)
+    first = run_poisoned(moe, inp)
+    ok, detail = compare(first, moe_reference(**inp, mode=mode))
+    assert ok, f"{case} {tiles} {params} {mode}: {detail}"
+    assert torch.equal(first, run_poisoned(moe, inp))
+
+
 @pytest.mark.parametrize("params", [{"ahead": 1, "mt": 1}, {"ahead": 2, "mt": 2, "min_blocks": 3},
                                     {"ahead": 3, "mt": 4, "min_blocks": 2, "ahead2": 1, "mt2": 4, "min_blocks2": 2},
                                     {"ahead": 2, "xahead": 3, "min_blocks": 2, "xahead2": 2},

@@ -75,8 +75,10 @@ class MXFP4MoE(Kernel):
         "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
         "ksplit2": Choice((0, 1, 2, 4, 8), 0),
         # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
-        # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments
-        "mma": Choice(("", "sync", "warpgroup"), ""),
+        # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments,
+        # "warpgroup_rs" = wgmma with the weights decoded into A registers (templates/mxfp4_moe_rs.j2)
+        "mma": Choice(("", "sync", "warpgroup", "warpgroup_rs"), ""),
+        "stages": Choice((0, 3, 4, 5, 6), 0),     # warpgroup_rs: shared slices of activations (0: the tiling's)
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -93,6 +95,7 @@ class MXFP4MoE(Kernel):
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
+        "moe_permute_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),     # warpgroup_rs modules only
     }
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"mode": m} for m in ref.MODES]
@@ -110,7 +113,7 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages") if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
             t = {**SKINNY_DEFAULTS, **t}
@@ -123,19 +126,20 @@ class MXFP4MoE(Kernel):
 
     def mma_path(self, target: str) -> str:
         """The template's MMA_PATH: the matrix path, except that bf16 small/large tiles take
-        warpgroup MMA ("warpgroup") where `mma` (the parameter, else the target's tiling table)
-        says so and the table has a [KIND_warpgroup] tiling for them (sm_90a: large)."""
+        warpgroup MMA ("warpgroup", or "warpgroup_rs" with A from registers) where `mma` (the
+        parameter, else the target's tiling table) says so and the table has a [KIND_MMA] tiling
+        for them (sm_90a: large, medium)."""
         path = self.matrix_path(target)
         table = tiling(self.NAME, target)
         kind = self.tile_kind(target)
         want = self.params["mma"] or table.get("mma", "sync")
-        if path != "bf16" or kind in SKINNY_KINDS or want != "warpgroup":
+        if path != "bf16" or kind in SKINNY_KINDS or want == "sync":
             return path
-        if f"{kind}_warpgroup" not in table:
+        if f"{kind}_{want}" not in table:
             if self.params["mma"]:
-                raise InputError(f"mma: 'warpgroup' needs a [{kind}_warpgroup] tiling for {target} in targets.toml")
+                raise InputError(f"mma: {want!r} needs a [{kind}_{want}] tiling for {target} in targets.toml")
             return path
-        return "warpgroup"
+        return want
 
     def small_kind(self, target: str) -> str:
         """The tiling for decode-sized batches: "skinny" where the target has one and the call
@@ -183,6 +187,9 @@ class MXFP4MoE(Kernel):
                 off_as = off_bs = 0
                 off_b = 2 * bm * bk * 2
                 operands = off_b + 2 * nb * bk * 2
+            elif self.mma_path(target) == "warpgroup_rs":   # the activations' stages only
+                off_as = off_bs = off_b = 0
+                operands = t["stages"] * bm * bk * 2
             else:
                 off_as = off_bs = 0
                 off_b = bm * lda * 2
@@ -190,7 +197,8 @@ class MXFP4MoE(Kernel):
             off_rows = _align(max(operands, bm * ldc * 4))
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
                           "stage_a": bm * bk, "stage_b": nb * bk,
-                          "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_rows + bm * 4}
+                          "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_rows + bm * 4,
+                          "stages": t.get("stages", 2)}
         return out
 
     def template_context(self, target):
@@ -215,6 +223,12 @@ class MXFP4MoE(Kernel):
         if self.matrix_path(target) == "umma":         # one 128-row tcgen05 MMA a block, 4 warps
             if bm != 128 or warps != 4 or 2 * bn > 256:
                 problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
+        elif self.mma_path(target) == "warpgroup_rs":     # a warpgroup per 64 (gemm1) or 128 (gemm2) columns
+            if ("wgmma" not in tgt.features or warps not in (4, 8) or bm not in (64, 128) or bk != 128
+                    or bn != 16 * warps or t["bn2"] != 32 * warps or t.get("stages", 0) < 3):
+                problems.append(f"warpgroup_rs tiles need a target with wgmma ({target}: "
+                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), 4 or 8 warps, bm 64 or 128, bk 128, "
+                                f"bn = 16 x warps, bn2 = 32 x warps and 3 or more stages")
         elif self.mma_path(target) == "warpgroup":        # a warpgroup per 64 rows, all columns
             if "wgmma" not in tgt.features or bm != 16 * warps or bn not in (32, 64, 128) or t["bn2"] not in (64, 128, 256):
                 problems.append(f"warpgroup MMA tiles need a target with wgmma ({target}: "
@@ -316,17 +330,21 @@ class MXFP4MoE(Kernel):
         max_tiles = -(-P // bm) + min(s.E, P)          # sum over experts of ceil(count / bm), at most
         tile_expert = torch.empty(max_tiles, device=dev, dtype=torch.int32)
         tile_rows = torch.empty(max_tiles * bm, device=dev, dtype=torch.int32)
-        hbuf = torch.empty(max_tiles * bm, s.De, device=dev, dtype=torch.bfloat16)
+        # warpgroup_rs: the GEMMs read activations in 128-value K slices, permuted (moe_permute_x)
+        rs = self.mma_path(launcher.target) == "warpgroup_rs" and not self.skinny(launcher.target)
+        hbuf = torch.empty(max_tiles * bm, _align(s.De, 128) if rs else s.De, device=dev, dtype=torch.bfloat16)
         ybuf = torch.empty(P, width, device=dev, dtype=torch.bfloat16)
         threads = self.block_threads(launcher.target)
         layout = self.layout(launcher.target)
         launcher.launch_other("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
                               (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr()))
         x, x_stride = hidden_states, width
-        if self.params["mode"] == "a4w4" and self.matrix_path(launcher.target) == "bf16":
-            x_stride = -(-s.d_hidden // MX_BLOCK) * MX_BLOCK         # x rounded through MXFP4 once
+        a4w4_x = self.params["mode"] == "a4w4" and self.matrix_path(launcher.target) == "bf16"
+        if a4w4_x or rs:                # x rounded through MXFP4 once, or (rs) put in the GEMM's K order
+            x_stride = _align(s.d_hidden, 128 if rs else MX_BLOCK)
             x = torch.empty(M, x_stride, device=dev, dtype=torch.bfloat16)
-            launcher.launch_other("moe_quantize_x", (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
+            launcher.launch_other("moe_quantize_x" if a4w4_x else "moe_permute_x",
+                                  (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride), ov)
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long and blocks are few; the rest of a block's warps split the rows
@@ -343,7 +361,8 @@ class MXFP4MoE(Kernel):
             split2, grid2 = split_and_grid("ksplit2", s.De, width, 16, "mt2", "min_blocks2")
         else:
             split1 = split2 = 1
-            grid1, grid2 = -(-s.d_expert // t["bn"]), -(-width // t["bn2"])
+            # rs: gemm1 writes whole 128-value slices of h (zeros past d_expert), which gemm2 reads
+            grid1, grid2 = -(-_align(s.d_expert, 128 if rs else 1) // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
         column_first = skinny and t["raster"] == "column"      # the grid's x over one tile's column groups
