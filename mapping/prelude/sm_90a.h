@@ -49,7 +49,9 @@ __device__ __forceinline__ void wg_fence_acc(float (&d)[R]) {
 }
 // d (64 x 16 fp32, 8 a thread) += A (64 x 16, registers) x B (16 x 16, descriptor), f16 or bf16
 #define WG_MMA_N16(NAME, TYPE)                                                                        \
-__device__ __forceinline__ void NAME(float (&d)[8], const unsigned (&a)[4], unsigned long long b) {    \
+template <int R>                                                                                      \
+__device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {    \
+    static_assert(R >= 8, "64 x 16 fp32 needs 8 accumulators a thread");                             \
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"                                        \
                  "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                       \
                  "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"                      \
@@ -58,17 +60,30 @@ __device__ __forceinline__ void NAME(float (&d)[8], const unsigned (&a)[4], unsi
 }
 WG_MMA_N16(wg_mma_f16_n16, "f16")
 WG_MMA_N16(wg_mma_bf16_n16, "bf16")
-// d (64 x N fp32, N / 2 a thread) += A (64 x 16 bf16, registers, the layout above) x B (16 x N,
-// K-major descriptor): mxfp4_moe's large tiles on the "warpgroup_rs" path (weights decoded
-// straight into A, the tile's activations as B).
-__device__ __forceinline__ void wg_mma_bf16_n64(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+// d (64 x N fp32, the first N / 2 of a thread's accumulators) += A (64 x 16 bf16, registers, the
+// layout above) x B (16 x N, K-major descriptor): mxfp4_moe's "warpgroup_rs" tiles (weights
+// decoded straight into A, the tile's activations as B, N the tile's rows rounded up).
+template <int R>
+__device__ __forceinline__ void wg_mma_bf16_n32(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {
+    static_assert(R >= 16, "64 x 32 fp32 needs 16 accumulators a thread");
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+}
+template <int R>
+__device__ __forceinline__ void wg_mma_bf16_n64(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {
+    static_assert(R >= 32, "64 x 64 fp32 needs 32 accumulators a thread");
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n\t"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
                  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0; }"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
 }
-__device__ __forceinline__ void wg_mma_bf16_n128(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {
+template <int R>
+__device__ __forceinline__ void wg_mma_bf16_n128(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {
+    static_assert(R >= 64, "64 x 128 fp32 needs 64 accumulators a thread");
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n\t"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
                  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0; }"
