@@ -141,7 +141,7 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
 struct e2m1_tables { unsigned hi, lo; };
 // one copy a lane in shared memory: the lanes of one warp store it, and after a barrier every
 // thread loads its lane's copy (a lane-dependent load keeps the words in vector registers)
-__device__ __forceinline__ unsigned* e2m1_tables_smem() { __shared__ unsigned t[64]; return t; }
+__device__ __forceinline__ unsigned* e2m1_tables_smem() { __shared__ __align__(8) unsigned t[64]; return t; }   // ld.shared.v2 needs 8
 __device__ __forceinline__ void e2m1_tables_store() {
     const unsigned l = mma_lane();
     e2m1_tables_smem()[2 * l] = 0x3f3f3f00u;
