@@ -58,7 +58,7 @@ class MXFP4MoE(Kernel):
         # pairs per expert (targets.toml [tiling.mxfp4_moe.TARGET.skinny|skinny_wide|small|medium|large])
         "tiles": Choice(("auto",) + TILE_KINDS, "auto"),
         # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
-        "bm": Choice((0, 8, 16, 32, 64, 128), 0),
+        "bm": Choice((0, 8, 16, 32, 64, 128, 256), 0),
         "bn": Choice((0, 32, 64, 128), 0),
         "bn2": Choice((0, 32, 64, 128, 256), 0),     # gemm2's output columns a block (0: bn)
         "bk": Choice((0, 128, 256, 512), 0),
@@ -223,12 +223,12 @@ class MXFP4MoE(Kernel):
         if self.matrix_path(target) == "umma":         # one 128-row tcgen05 MMA a block, 4 warps
             if bm != 128 or warps != 4 or 2 * bn > 256:
                 problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
-        elif self.mma_path(target) == "warpgroup_rs":     # a warpgroup per 64 (gemm1) or 128 (gemm2) columns
-            if ("wgmma" not in tgt.features or warps not in (4, 8) or bm not in (64, 128) or bk != 128
-                    or bn != 16 * warps or t["bn2"] != 32 * warps or t.get("stages", 0) < 3):
+        elif self.mma_path(target) == "warpgroup_rs":     # two warpgroups of 64 weight rows
+            if ("wgmma" not in tgt.features or warps != 8 or bm not in (64, 128, 256) or bk != 128
+                    or bn != 64 or t["bn2"] != 128 or t.get("stages", 0) < 3):
                 problems.append(f"warpgroup_rs tiles need a target with wgmma ({target}: "
-                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), 4 or 8 warps, bm 64 or 128, bk 128, "
-                                f"bn = 16 x warps, bn2 = 32 x warps and 3 or more stages")
+                                f"{'yes' if 'wgmma' in tgt.features else 'no'}), 8 warps, bm 64, 128 or 256, bk 128, "
+                                f"bn 64, bn2 128 and 3 or more stages")
         elif self.mma_path(target) == "warpgroup":        # a warpgroup per 64 rows, all columns
             if "wgmma" not in tgt.features or bm != 16 * warps or bn not in (32, 64, 128) or t["bn2"] not in (64, 128, 256):
                 problems.append(f"warpgroup MMA tiles need a target with wgmma ({target}: "
