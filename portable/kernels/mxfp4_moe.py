@@ -79,6 +79,7 @@ class MXFP4MoE(Kernel):
         # "warpgroup_rs" = wgmma with the weights decoded into A registers (templates/mxfp4_moe_rs.j2)
         "mma": Choice(("", "sync", "warpgroup", "warpgroup_rs"), ""),
         "stages": Choice((0, 3, 4, 5, 6), 0),     # warpgroup_rs: shared slices of activations (0: the tiling's)
+        "groups": Choice((0, 1, 2), 0),           # warpgroup_rs: 64-row weight groups a warpgroup (0: the tiling's)
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -113,7 +114,7 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups") if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
             t = {**SKINNY_DEFAULTS, **t}
@@ -198,7 +199,7 @@ class MXFP4MoE(Kernel):
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
                           "stage_a": bm * bk, "stage_b": nb * bk,
                           "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_rows + bm * 4,
-                          "stages": t.get("stages", 2)}
+                          "stages": t.get("stages", 2), "groups": t.get("groups", 1)}
         return out
 
     def template_context(self, target):
@@ -224,11 +225,12 @@ class MXFP4MoE(Kernel):
             if bm != 128 or warps != 4 or 2 * bn > 256:
                 problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
         elif self.mma_path(target) == "warpgroup_rs":     # two warpgroups of 64 weight rows
-            if ("wgmma" not in tgt.features or warps != 8 or bm not in (64, 128, 256) or bk != 128
-                    or bn != 64 or t["bn2"] != 128 or t.get("stages", 0) < 3):
+            groups = t.get("groups", 1)
+            if ("wgmma" not in tgt.features or warps != 8 or bm not in (64, 128, 256) or bk != 128 or groups not in (1, 2)
+                    or bn != 64 * groups or t["bn2"] != 128 * groups or t.get("stages", 0) < 3):
                 problems.append(f"warpgroup_rs tiles need a target with wgmma ({target}: "
                                 f"{'yes' if 'wgmma' in tgt.features else 'no'}), 8 warps, bm 64, 128 or 256, bk 128, "
-                                f"bn 64, bn2 128 and 3 or more stages")
+                                f"1 or 2 groups, bn = 64 x groups, bn2 = 128 x groups and 3 or more stages")
         elif self.mma_path(target) == "warpgroup":        # a warpgroup per 64 rows, all columns
             if "wgmma" not in tgt.features or bm != 16 * warps or bn not in (32, 64, 128) or t["bn2"] not in (64, 128, 256):
                 problems.append(f"warpgroup MMA tiles need a target with wgmma ({target}: "
