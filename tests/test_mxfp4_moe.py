@@ -33,7 +33,7 @@ def test_compiles_with_matrix_instructions_and_no_spills(target, mode, tiles):
     assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"]
     for r in rows:
         instr = r["instructions"]
-        expected = "hgmma" if moe.mma_path(target) == "warpgroup" else EXPECTED[target, mode]   # sm_90a large tiles
+        expected = "hgmma" if moe.mma_path(target).startswith("warpgroup") else EXPECTED[target, mode]   # sm_90a large tiles
         assert instr[expected] > 0, (r["kernel"], instr)
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0 and instr["local_memory"] == 0, r
         assert r["smem_bytes"] <= portable.get_target(target).smem_per_block
@@ -49,17 +49,29 @@ def test_fp4_path_comes_from_the_target_data():
 
 
 def test_warpgroup_mma_on_sm90a_large_tiles_from_the_target_data():
-    assert MXFP4MoE(tiles="large").mma_path("sm_90a") == "warpgroup"
-    assert MXFP4MoE(tiles="large", mode="a4w4").mma_path("sm_90a") == "warpgroup"      # bf16 path there too
+    assert MXFP4MoE(tiles="large").mma_path("sm_90a") == "warpgroup_rs"
+    assert MXFP4MoE(tiles="large", mode="a4w4").mma_path("sm_90a") == "warpgroup_rs"      # bf16 path there too
+    assert MXFP4MoE(tiles="medium").mma_path("sm_90a") == "warpgroup_rs"
+    assert MXFP4MoE(tiles="large", mma="warpgroup").mma_path("sm_90a") == "warpgroup"
     assert MXFP4MoE(tiles="large", mma="sync").mma_path("sm_90a") == "bf16"
     assert MXFP4MoE(tiles="small").mma_path("sm_90a") == "bf16"
     assert MXFP4MoE(tiles="large").mma_path("sm_100a") == "bf16"
     with pytest.raises(portable.InputError, match="bm = 16 x warps, bn 32, 64 or 128 and bn2 64, 128 or 256"):
-        MXFP4MoE(tiles="large", bm=64).source("sm_90a")
+        MXFP4MoE(tiles="large", mma="warpgroup", bm=64).source("sm_90a")
+    with pytest.raises(portable.InputError, match="bn = 64 x groups, bn2 = 128 x groups"):
+        MXFP4MoE(tiles="large", bn=64).source("sm_90a")
     with pytest.raises(portable.InputError, match="large_warpgroup"):
         MXFP4MoE(tiles="large", mma="warpgroup").source("sm_100a")
     assert MXFP4MoE(tiles="large", mma="sync").tiles("sm_90a")["bn2"] == 64         # [large], not [large_warpgroup]
     assert MXFP4MoE(tiles="large").tiles("sm_90a")["bn2"] == 256
+
+
+def test_warpgroup_rs_reads_activations_in_its_k_order():
+    """The warpgroup_rs GEMMs take x through moe_permute_x (a16w4) or moe_quantize_x (a4w4) in the
+    K order its A fragments expect, and gemm1 writes h in that order (store_rs_order)."""
+    src = MXFP4MoE(tiles="large").source("sm_90a")
+    assert "moe_permute_x" in src and "store_rs_order(" in src and "wg_mma_bf16_n128(" in src
+    assert "moe_permute_x" not in MXFP4MoE(tiles="large", mma="warpgroup").source("sm_90a")
 
 
 def test_medium_tiles_where_the_target_has_them():

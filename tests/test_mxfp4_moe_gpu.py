@@ -64,16 +64,20 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
 @pytest.mark.parametrize("case,tiles,params", [("large tiles", "large", {}), ("padded dims", "large", {"bm": 256, "groups": 1, "bn": 64, "bn2": 128, "stages": 3}),
                                                ("partial K slice", "large", {"ahead": 1, "ahead2": 1}),
                                                ("R1-like", "large", {"stages": 6}),
-                                               ("large tiles", "medium", {}), ("partial K slice", "medium", {})])
+                                               ("large tiles", "medium", {}), ("partial K slice", "medium", {}),
+                                               ("large tiles", "large", {"mma": "warpgroup"}),
+                                               ("partial K slice", "medium", {"mma": "warpgroup"})])
 def test_warpgroup_rs_tiles(case, tiles, params, mode):
     """Weights decoded into the A registers of warpgroup MMA (templates/mxfp4_moe_rs.j2): the
     permuted K order of x and h, partial 128-value slices (2880), padded dims, 64-256 pairs a tile
-    (products 16-256 wide), one or two 64-row weight groups a warpgroup, 3-6 stages and one or two weight slices ahead; bitwise repeatable."""
-    if f"{tiles}_warpgroup_rs" not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
-        pytest.skip(f"no [{tiles}_warpgroup_rs] tiling for this GPU's target")
+    (products 16-256 wide), one or two 64-row weight groups a warpgroup, 3-6 stages, one or two
+    weight slices ahead; bitwise repeatable. The shared-tile form ("warpgroup") is checked too."""
+    params = {"mma": "warpgroup_rs", **params}
+    if f"{tiles}_{params['mma']}" not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
+        pytest.skip(f"no [{tiles}_{params['mma']}] tiling for this GPU's target")
     args, opts = CASES[case]
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles, mma="warpgroup_rs", **params)
+    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles, **params)
     first = run_poisoned(moe, inp)
     ok, detail = compare(first, moe_reference(**inp, mode=mode))
     assert ok, f"{case} {tiles} {params} {mode}: {detail}"
