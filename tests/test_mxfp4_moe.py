@@ -78,6 +78,8 @@ def test_medium_tiles_where_the_target_has_them():
     k = MXFP4MoE()
     assert k.pick_tiles(1024 * 4, 128, "sm_90a") == "medium"        # gpt-oss M1024: 32 rows an expert
     assert k.pick_tiles(256 * 9, 33, "sm_90a") == "large"           # R1 E33 M256: 70
+    assert k.pick_tiles(64 * 9, 33, "sm_90a") == "medium"           # R1 E33 M64: 17.5
+    assert k.pick_tiles(256 * 9, 257, "sm_90a") == "skinny"         # R1 E257 M256: 9
     assert k.pick_tiles(1024 * 4, 128, "sm_100a") == "large"        # no [medium] there
     rows = MXFP4MoE(tiles="medium").reports("sm_90a")
     assert all(r["instructions"]["hgmma"] > 0 and r["spill_bytes"] == 0 for r in rows), rows
