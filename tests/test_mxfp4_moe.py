@@ -77,7 +77,8 @@ def test_warpgroup_rs_reads_activations_in_its_k_order():
 def test_medium_tiles_where_the_target_has_them():
     k = MXFP4MoE()
     assert k.pick_tiles(1024 * 4, 128, "sm_90a") == "medium"        # gpt-oss M1024: 32 rows an expert
-    assert k.pick_tiles(256 * 9, 33, "sm_90a") == "large"           # R1 E33 M256: 70
+    assert k.pick_tiles(256 * 9, 33, "sm_90a") == "medium"          # R1 E33 M256: 70
+    assert k.pick_tiles(1024 * 9, 33, "sm_90a") == "large"          # R1 E33 M1024: 279
     assert k.pick_tiles(64 * 9, 33, "sm_90a") == "medium"           # R1 E33 M64: 17.5
     assert k.pick_tiles(256 * 9, 257, "sm_90a") == "skinny"         # R1 E257 M256: 9
     assert k.pick_tiles(1024 * 4, 128, "sm_100a") == "large"        # no [medium] there
@@ -103,8 +104,8 @@ def test_tile_choice_and_variants():
     k = MXFP4MoE()
     assert k.pick_tiles(4 * 9, 257, "sm_90a") == "skinny"
     assert k.pick_tiles(256 * 9, 257, "sm_90a") == "skinny"         # R1 E257 M256: 9 rows an expert
-    assert k.pick_tiles(64 * 9, 33, "sm_90a") == "skinny_wide"      # R1 E33 M64: 17.5
-    assert k.pick_tiles(64 * 9, 33, "sm_100a") == "skinny"          # no [skinny_wide] there
+    assert k.pick_tiles(13 * 33, 33, "sm_90a") == "skinny_wide"     # 13 pairs an expert (from 16: medium)
+    assert k.pick_tiles(13 * 33, 33, "sm_100a") == "skinny"         # no [skinny_wide] there
     assert MXFP4MoE(tiles="skinny_wide").tiles("sm_90a")["bm"] == 16
     assert MXFP4MoE(tiles="skinny_wide").tiles("sm_90a")["mt2"] == 2      # the [skinny] row below it
     assert MXFP4MoE(mode="a4w4").pick_tiles(4 * 9, 257, "sm_90a") == "skinny"     # bf16 path
