@@ -61,12 +61,11 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("case,tiles,params", [("large tiles", "large", {}), ("padded dims", "large", {"bm": 256, "groups": 1, "bn": 64, "bn2": 128, "stages": 3}),
-                                               ("partial K slice", "large", {"ahead": 1, "ahead2": 1}),
-                                               ("R1-like", "large", {"stages": 6}),
-                                               ("large tiles", "medium", {}), ("partial K slice", "medium", {}),
-                                               ("large tiles", "large", {"mma": "warpgroup"}),
-                                               ("partial K slice", "medium", {"mma": "warpgroup"})])
+@pytest.mark.parametrize("case,tiles,params", [
+    ("large tiles", "large", {}), ("partial K slice", "large", {"ahead": 1, "ahead2": 1}),
+    ("padded dims", "large", {"bm": 256, "groups": 1, "bn": 64, "bn2": 128, "stages": 3}),
+    ("R1-like", "large", {"stages": 6}), ("large tiles", "medium", {}), ("partial K slice", "medium", {}),
+    ("large tiles", "large", {"mma": "warpgroup"}), ("partial K slice", "medium", {"mma": "warpgroup"})])
 def test_warpgroup_rs_tiles(case, tiles, params, mode):
     """Weights decoded into the A registers of warpgroup MMA (templates/mxfp4_moe_rs.j2): the
     permuted K order of x and h, partial 128-value slices (2880), padded dims, 64-256 pairs a tile

@@ -8,10 +8,11 @@ Four launches on torch's current stream, no host sync once the ids are checked:
 moe_route (pairs -> expert-ordered tiles) -> moe_gemm1 (gate/up, SwiGLU) -> moe_gemm2 (down,
 times the routing weight) -> moe_combine (sum of each token's slots in slot order: the result
 is the same bit for bit on every run, no atomics). a4w4 on the bf16 path adds moe_quantize_x
-(x rounded through MXFP4 once) and, with skinny tiles, moe_quantize_h. Weights stay FP4 + E8M0
-in memory; they are decoded in registers (skinny tiles) or shared memory (bf16 matrix path), or
-fed to the target's block-scaled FP4 matrix instruction as they are (a4w4 where targets.toml
-gives the target an `fp4_matrix`).
+(x rounded through MXFP4 once) and, with skinny tiles, moe_quantize_h; a16w4 on sm_90a's
+warpgroup_rs tiles adds moe_permute_x (x in the K order those GEMMs read). Weights stay FP4 +
+E8M0 in memory; they are decoded in registers (skinny tiles, sm_90a's warpgroup_rs tiles) or
+shared memory (the other bf16 tiles), or fed to the target's block-scaled FP4 matrix instruction
+as they are (a4w4 where targets.toml gives the target an `fp4_matrix`).
 """
 from __future__ import annotations
 
@@ -74,9 +75,9 @@ class MXFP4MoE(Kernel):
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
         "ksplit2": Choice((0, 1, 2, 4, 8), 0),
-        # the bf16 path's matrix instruction on small/large tiles: "" = the target's tiling table
-        # (sm_90a large: "warpgroup", wgmma from shared tiles), "sync" = mma.sync/MFMA fragments,
-        # "warpgroup_rs" = wgmma with the weights decoded into A registers (templates/mxfp4_moe_rs.j2)
+        # the bf16 path's matrix instruction on small/medium/large tiles: "" = the target's tiling table
+        # (sm_90a: "warpgroup_rs", wgmma with the weights decoded into A registers,
+        # templates/mxfp4_moe_rs.j2), "warpgroup" = wgmma from shared tiles, "sync" = mma.sync/MFMA
         "mma": Choice(("", "sync", "warpgroup", "warpgroup_rs"), ""),
         "stages": Choice((0, 3, 4, 5, 6), 0),     # warpgroup_rs: shared slices of activations (0: the tiling's)
         "groups": Choice((0, 1, 2), 0),           # warpgroup_rs: 64-row weight groups a warpgroup (0: the tiling's)
