@@ -249,8 +249,9 @@ class MXFP4MoE(Kernel):
         if smem > tgt.smem_per_block:
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
         fetch = (t.get("ahead", 1), t.get("ahead2", 1))    # K slices fetched ahead, per GEMM
-        if not all(1 <= f <= 2 for f in fetch):
-            problems.append(f"ahead/ahead2 = {fetch}: small and large tiles fetch 1 or 2 K slices ahead")
+        most = 4 if self.mma_path(target) == "warpgroup_rs" else 2    # a register ring of any depth there
+        if not all(1 <= f <= most for f in fetch):
+            problems.append(f"ahead/ahead2 = {fetch}: these tiles fetch 1 to {most} K slices ahead")
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
