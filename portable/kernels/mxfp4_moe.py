@@ -335,7 +335,7 @@ class MXFP4MoE(Kernel):
         tile_expert = torch.empty(max_tiles, device=dev, dtype=torch.int32)
         tile_rows = torch.empty(max_tiles * bm, device=dev, dtype=torch.int32)
         # warpgroup_rs: the GEMMs read activations in 128-value K slices, permuted (moe_permute_x)
-        rs = self.mma_path(launcher.target) == "warpgroup_rs" and not self.skinny(launcher.target)
+        rs = self.mma_path(launcher.target) == "warpgroup_rs"      # skinny kinds report their matrix path
         hbuf = torch.empty(max_tiles * bm, _align(s.De, 128) if rs else s.De, device=dev, dtype=torch.bfloat16)
         ybuf = torch.empty(P, width, device=dev, dtype=torch.bfloat16)
         threads = self.block_threads(launcher.target)
