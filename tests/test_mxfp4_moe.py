@@ -30,7 +30,10 @@ def test_compiles_with_matrix_instructions_and_no_spills(target, mode, tiles):
             moe.tiles(target)
         return
     rows = moe.reports(target)
-    assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"]
+    # the skinny gemm2 staged in shared memory is a kernel of its own where the target's tiling has it
+    staged = ["moe_gemm2_shared"] if moe.skinny(target) and moe.tiles(target)["shared2_k"] else []
+    assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"] + staged
+    assert staged == ([] if target != "sm_90a" or not moe.skinny(target) else ["moe_gemm2_shared"])
     for r in rows:
         instr = r["instructions"]
         expected = "hgmma" if moe.mma_path(target).startswith("warpgroup") else EXPECTED[target, mode]   # sm_90a large tiles
@@ -98,6 +101,30 @@ def test_skinny_k_split_only_while_blocks_are_few():
     assert skinny_ksplit(7168, 4, 329 * 8, 528, 9) == 2         # R1 E257 M64: 5 rounds unsplit, 10 split in 2
     assert skinny_ksplit(7168, 4, 69 * 64, 396, 9) == 1         # R1 E33 M64 (16-row tiles): 11 rounds
     assert skinny_ksplit(7168, 8, 1, 1, 9) == 8                 # a block of 8 warps splits up to 8
+
+
+def test_gemm2_staged_in_shared_memory_where_k_fits():
+    """sm_90a's skinny gemm2 runs from shared memory (moe_gemm2_shared) where the stored d_expert is
+    a multiple of 128 up to the tiling's shared2_k and the weights are 16-byte aligned; stage2
+    forces either form, and "shared" names what is missing where it cannot run."""
+    import torch
+
+    from portable.refs.moe import _Sizes
+    t = MXFP4MoE(tiles="skinny").tiles("sm_90a")
+    assert t["shared2_k"] == 256
+    assert "moe_gemm2_shared" in portable.render("mxfp4_moe", target="sm_90a", tiles="skinny")
+    assert "moe_gemm2_shared" not in portable.render("mxfp4_moe", target="sm_90a", tiles="skinny", stage2="registers")
+    assert "moe_gemm2_shared" not in portable.render("mxfp4_moe", target="gfx942", tiles="skinny")
+    w, sc = torch.empty(64, dtype=torch.uint8), torch.empty(64, dtype=torch.uint8)
+    fits = MXFP4MoE(tiles="skinny").shared2_fits
+    assert fits(t, _Sizes(257, 7168, 256, 7168, 256), w, sc)
+    assert fits(t, _Sizes(8, 256, 128, 200, 72), w, sc)
+    assert not fits(t, _Sizes(8, 256, 384, 256, 384), w, sc)          # K past the buffer
+    assert not fits(t, _Sizes(8, 256, 160, 256, 160), w, sc)          # not whole 128-value slices
+    assert not fits(t, _Sizes(8, 256, 256, 256, 256), w[1:], sc)       # misaligned weights
+    assert not MXFP4MoE(tiles="skinny", stage2="registers").shared2_fits(t, _Sizes(8, 256, 256, 256, 256), w, sc)
+    with pytest.raises(portable.InputError, match="stage2: 'shared' needs .*got 384"):
+        MXFP4MoE(tiles="skinny", stage2="shared").shared2_fits(t, _Sizes(8, 256, 384, 256, 384), w, sc)
 
 
 def test_tile_choice_and_variants():
