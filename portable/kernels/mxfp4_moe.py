@@ -81,7 +81,7 @@ class MXFP4MoE(Kernel):
         # keeps the register ring; "" = the tiling's: shared where its [skinny] row has a
         # `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
         "stage2": Choice(("", "registers", "shared"), ""),
-        "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 8), 0),    # moe_gemm2_shared's blocks an SM
+        "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # moe_gemm2_shared's blocks an SM
         # the bf16 path's matrix instruction on small/medium/large tiles: "" = the target's tiling table
         # (sm_90a: "warpgroup_rs", wgmma with the weights decoded into A registers,
         # templates/mxfp4_moe_rs.j2), "warpgroup" = wgmma from shared tiles, "sync" = mma.sync/MFMA
