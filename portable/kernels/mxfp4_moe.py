@@ -32,9 +32,9 @@ E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
-                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_min_blocks")
+                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_min_blocks")
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a target's [skinny] row leaves them out
-                   "shared2_k": 0, "shared2_min_blocks": 1}
+                   "shared2_k": 0, "shared2_mt": 2, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 
@@ -81,7 +81,8 @@ class MXFP4MoE(Kernel):
         # keeps the register ring; "" = the tiling's: shared where its [skinny] row has a
         # `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
         "stage2": Choice(("", "registers", "shared"), ""),
-        "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # moe_gemm2_shared's blocks an SM
+        "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp
+        "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # and its blocks an SM
         # the bf16 path's matrix instruction on small/medium/large tiles: "" = the target's tiling table
         # (sm_90a: "warpgroup_rs", wgmma with the weights decoded into A registers,
         # templates/mxfp4_moe_rs.j2), "warpgroup" = wgmma from shared tiles, "sync" = mma.sync/MFMA
@@ -226,7 +227,7 @@ class MXFP4MoE(Kernel):
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": 0 if self.params["stage2"] == "registers" else t["shared2_k"],
-                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
+                    "SHARED2_MT": t["shared2_mt"], "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -376,6 +377,8 @@ class MXFP4MoE(Kernel):
                 return split, column_groups(rows, per_tile, mt, split)
             split1, grid1 = split_and_grid("ksplit", s.Dh, s.d_expert, 8, "mt", "min_blocks")    # 8 features a 16-row tile
             split2, grid2 = split_and_grid("ksplit2", s.De, width, 16, "mt2", "min_blocks2")
+            if self.shared2_fits(t, s, w2, w2_scale, split2):
+                grid2 = column_groups(width, 16, "shared2_mt", 1)
         else:
             split1 = split2 = 1
             # rs: gemm1 writes whole 128-value slices of h (zeros past d_expert), which gemm2 reads
@@ -392,7 +395,7 @@ class MXFP4MoE(Kernel):
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
-        shared2 = skinny and split2 == 1 and self.shared2_fits(t, s, w2, w2_scale)
+        shared2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2)
         launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
@@ -401,17 +404,19 @@ class MXFP4MoE(Kernel):
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
 
-    def shared2_fits(self, t: dict, s, w2, w2_scale) -> bool:
+    def shared2_fits(self, t: dict, s, w2, w2_scale, split: int = 1) -> bool:
         """Whether the skinny gemm2 runs from shared memory (moe_gemm2_shared): the module has it
         and the stored d_expert is a multiple of 128 up to its `shared2_k` (one block's rows, K
         whole, in its static buffer; a block's scale bytes then start 16-byte aligned, Dh being a
-        multiple of 32), w2 and w2_scale 16-byte aligned for the copies. stage2="shared" asks for
-        it and fails where it cannot."""
+        multiple of 32), w2 and w2_scale 16-byte aligned for the copies, K not split. stage2="shared"
+        asks for it and fails where it cannot."""
         k = 0 if self.params["stage2"] == "registers" else t["shared2_k"]
-        fits = bool(k) and s.De % 128 == 0 and s.De <= k and w2.data_ptr() % 16 == 0 and w2_scale.data_ptr() % 16 == 0
+        fits = (bool(k) and s.De % 128 == 0 and s.De <= k and split == 1
+                and w2.data_ptr() % 16 == 0 and w2_scale.data_ptr() % 16 == 0)
         if self.params["stage2"] == "shared" and not fits:
             raise InputError(f"stage2: 'shared' needs a [skinny] shared2_k for this target (here {k}), the stored "
-                             f"d_expert a multiple of 128 up to it (got {s.De}) and 16-byte aligned w2 and w2_scale")
+                             f"d_expert a multiple of 128 up to it (got {s.De}), no K split (got ksplit2 {split}) "
+                             f"and 16-byte aligned w2 and w2_scale")
         return fits
 
     # --- reference, cost and benchmark face -------------------------------------------------
