@@ -32,9 +32,9 @@ E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
-                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_stages", "shared2_blocks")
+                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_min_blocks")
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a target's [skinny] row leaves them out
-                   "shared2_k": 0, "shared2_mt": 2, "shared2_stages": 3, "shared2_blocks": 1}
+                   "shared2_k": 0, "shared2_mt": 2, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 
@@ -81,9 +81,8 @@ class MXFP4MoE(Kernel):
         # keeps the register ring; "" = the tiling's: shared where its [skinny] row has a
         # `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
         "stage2": Choice(("", "registers", "shared"), ""),
-        "shared2_mt": Choice((0, 1, 2, 4), 0),             # moe_gemm2_shared's 16-row tiles a warp,
-        "shared2_stages": Choice((0, 2, 3, 4), 0),         # its shared stages (units in flight + 1),
-        "shared2_blocks": Choice((0, 1, 2, 3, 4, 5, 6), 0),      # its persistent blocks an SM
+        "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp
+        "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # and its blocks an SM
         # the bf16 path's matrix instruction on small/medium/large tiles: "" = the target's tiling table
         # (sm_90a: "warpgroup_rs", wgmma with the weights decoded into A registers,
         # templates/mxfp4_moe_rs.j2), "warpgroup" = wgmma from shared tiles, "sync" = mma.sync/MFMA
@@ -228,8 +227,7 @@ class MXFP4MoE(Kernel):
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": 0 if self.params["stage2"] == "registers" else t["shared2_k"],
-                    "SHARED2_MT": t["shared2_mt"], "SHARED2_STAGES": t["shared2_stages"],
-                    "SHARED2_BLOCKS": t["shared2_blocks"], "SHARED2_STAGE_BYTES": self.shared2_stage_bytes(t)}
+                    "SHARED2_MT": t["shared2_mt"], "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -278,18 +276,7 @@ class MXFP4MoE(Kernel):
         return self.layout(target)[1]["bytes"]
 
     def entry_smem(self, target) -> dict:
-        out = {"moe_gemm2": self.layout(target)[2]["bytes"]}
-        if self.skinny(target) and self.template_context(target)["SHARED2_K"]:
-            t = self.tiles(target)
-            out["moe_gemm2_shared"] = t["shared2_stages"] * self.shared2_stage_bytes(t)
-        return out
-
-    @staticmethod
-    def shared2_stage_bytes(t: dict) -> int:
-        """One stage of moe_gemm2_shared: R rows x K/2 weight bytes, R x K/32 scale bytes, the tile's
-        bm rows of h (bf16) and its bm pair ids, K = shared2_k (R = 16 x shared2_mt x warps)."""
-        rows, k = 16 * t["shared2_mt"] * t["warps"], t["shared2_k"]
-        return _align(rows * k // 2 + rows * k // 32 + t["bm"] * k * 2 + t["bm"] * 4, 128)
+        return {"moe_gemm2": self.layout(target)[2]["bytes"]}
 
     def reports(self, target: str) -> list[dict]:
         """Both GEMMs (the route and combine kernels have no matrix work)."""
@@ -297,9 +284,8 @@ class MXFP4MoE(Kernel):
         gemm2 = static_report(self.binary(target), "moe_gemm2", self.block_threads(target),
                               self.entry_smem(target)["moe_gemm2"])
         out = [self.report(target), gemm2]
-        if "moe_gemm2_shared" in self.entry_smem(target):
-            out.append(static_report(self.binary(target), "moe_gemm2_shared", self.block_threads(target),
-                                     self.entry_smem(target)["moe_gemm2_shared"]))
+        if self.template_context(target).get("SHARED2_K"):
+            out.append(static_report(self.binary(target), "moe_gemm2_shared", self.block_threads(target), 0))
         return out
 
     # --- call ---------------------------------------------------------------------------
@@ -391,6 +377,8 @@ class MXFP4MoE(Kernel):
                 return split, column_groups(rows, per_tile, mt, split)
             split1, grid1 = split_and_grid("ksplit", s.Dh, s.d_expert, 8, "mt", "min_blocks")    # 8 features a 16-row tile
             split2, grid2 = split_and_grid("ksplit2", s.De, width, 16, "mt2", "min_blocks2")
+            if self.shared2_fits(t, s, w2, w2_scale, split2):
+                grid2 = column_groups(width, 16, "shared2_mt", 1)
         else:
             split1 = split2 = 1
             # rs: gemm1 writes whole 128-value slices of h (zeros past d_expert), which gemm2 reads
@@ -407,15 +395,11 @@ class MXFP4MoE(Kernel):
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
-        gemm2_args = (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
-                      tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width, ybuf.data_ptr())
-        if skinny and self.shared2_fits(t, s, w2, w2_scale, split2):    # persistent: blocks walk the (tile, rows) units
-            units = max_tiles * -(-width // (16 * t["shared2_mt"] * t["warps"]))
-            launcher.launch_other("moe_gemm2_shared", (min(units, launcher.sm_count * t["shared2_blocks"]), 1, 1),
-                                  (threads, 1, 1), self.entry_smem(launcher.target)["moe_gemm2_shared"],
-                                  gemm2_args + (max_tiles,), ov)
-        else:
-            launcher.launch_other("moe_gemm2", grid(grid2), (threads, 1, 1), layout[2]["bytes"], gemm2_args + (split2,), ov)
+        shared2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2)
+        launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads, 1, 1), layout[2]["bytes"],
+                              (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
+                               tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
+                               ybuf.data_ptr(), split2), ov)
         launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
