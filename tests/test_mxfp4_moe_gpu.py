@@ -100,18 +100,19 @@ def test_skinny_ring_depths_and_row_tiles(params):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("tiles", ["skinny", "skinny_wide"])
+@pytest.mark.parametrize("tiles,params", [("skinny", {}), ("skinny_wide", {}),
+                                          ("skinny", {"shared2_warps": 8, "shared2_mt": 2, "shared2_min_blocks": 3})])
 @pytest.mark.parametrize("case", ["M1", "padded dims", "R1-like", "rows past Dh"])
-def test_gemm2_staged_in_shared_memory(case, tiles, mode):
+def test_gemm2_staged_in_shared_memory(case, tiles, params, mode):
     """The skinny gemm2 from shared memory (moe_gemm2_shared) against the register ring: the same
     bits (the same K steps), and the reference; stored d_expert 128 and 256, d_expert short of it
     (h zero-filled past it), a block's rows past Dh (224 rows: the second 128-row block half
-    full), padding columns; 8- and 16-column tiles."""
+    full), padding columns; 8- and 16-column tiles, 4 and 8 warps a block."""
     if not tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name)["skinny"].get("shared2_k"):
         pytest.skip("this GPU's target has no shared-memory skinny gemm2")
     args, opts = CASES[case] if case in CASES else ((5, 6, 224, 128, 2), {})
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    got = {st: run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles=tiles, stage2=st), inp)
+    got = {st: run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles=tiles, stage2=st, **params), inp)
            for st in ("shared", "registers")}
     ok, detail = compare(got["shared"], moe_reference(**inp, mode=mode))
     assert ok, f"{case} {mode}: {detail}"

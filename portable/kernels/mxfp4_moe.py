@@ -32,9 +32,9 @@ E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
-                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_min_blocks")
+                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a target's [skinny] row leaves them out
-                   "shared2_k": 0, "shared2_mt": 2, "shared2_min_blocks": 1}
+                   "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 
@@ -81,7 +81,8 @@ class MXFP4MoE(Kernel):
         # keeps the register ring; "" = the tiling's: shared where its [skinny] row has a
         # `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
         "stage2": Choice(("", "registers", "shared"), ""),
-        "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp
+        "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp,
+        "shared2_warps": Choice((0, 4, 8), 0),                     # its warps
         "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # and its blocks an SM
         # the bf16 path's matrix instruction on small/medium/large tiles: "" = the target's tiling table
         # (sm_90a: "warpgroup_rs", wgmma with the weights decoded into A registers,
@@ -227,7 +228,8 @@ class MXFP4MoE(Kernel):
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": 0 if self.params["stage2"] == "registers" else t["shared2_k"],
-                    "SHARED2_MT": t["shared2_mt"], "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
+                    "SHARED2_MT": t["shared2_mt"], "SHARED2_WARPS": t["shared2_warps"],
+                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -285,7 +287,8 @@ class MXFP4MoE(Kernel):
                               self.entry_smem(target)["moe_gemm2"])
         out = [self.report(target), gemm2]
         if self.template_context(target).get("SHARED2_K"):
-            out.append(static_report(self.binary(target), "moe_gemm2_shared", self.block_threads(target), 0))
+            out.append(static_report(self.binary(target), "moe_gemm2_shared",
+                                     self.tiles(target)["shared2_warps"] * get_target(target).wave, 0))
         return out
 
     # --- call ---------------------------------------------------------------------------
@@ -377,8 +380,6 @@ class MXFP4MoE(Kernel):
                 return split, column_groups(rows, per_tile, mt, split)
             split1, grid1 = split_and_grid("ksplit", s.Dh, s.d_expert, 8, "mt", "min_blocks")    # 8 features a 16-row tile
             split2, grid2 = split_and_grid("ksplit2", s.De, width, 16, "mt2", "min_blocks2")
-            if self.shared2_fits(t, s, w2, w2_scale, split2):
-                grid2 = column_groups(width, 16, "shared2_mt", 1)
         else:
             split1 = split2 = 1
             # rs: gemm1 writes whole 128-value slices of h (zeros past d_expert), which gemm2 reads
@@ -395,8 +396,11 @@ class MXFP4MoE(Kernel):
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
-        shared2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2)
-        launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads, 1, 1), layout[2]["bytes"],
+        shared2, threads2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2), threads
+        if shared2:                          # its own rows a block and warps
+            threads2 = t["shared2_warps"] * get_target(launcher.target).wave
+            grid2 = -(-width // (16 * t["shared2_mt"] * t["shared2_warps"]))
+        launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads2, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
                                ybuf.data_ptr(), split2), ov)
