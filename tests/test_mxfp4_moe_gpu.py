@@ -106,8 +106,8 @@ def test_skinny_ring_depths_and_row_tiles(params):
 def test_gemm2_staged_in_shared_memory(case, tiles, params, mode):
     """The skinny gemm2 from shared memory (moe_gemm2_shared) against the register ring: the same
     bits (the same K steps), and the reference; stored d_expert 128 and 256, d_expert short of it
-    (h zero-filled past it), a block's rows past Dh (224 rows: the second 128-row block half
-    full), padding columns; 8- and 16-column tiles, 4 and 8 warps a block."""
+    (h zero-filled past it), a block's rows past Dh (224 rows against 128- and 256-row blocks),
+    padding columns; 8- and 16-column tiles, 4 and 8 warps a block."""
     if not tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name)["skinny"].get("shared2_k"):
         pytest.skip("this GPU's target has no shared-memory skinny gemm2")
     args, opts = CASES[case] if case in CASES else ((5, 6, 224, 128, 2), {})
@@ -117,6 +117,7 @@ def test_gemm2_staged_in_shared_memory(case, tiles, params, mode):
     ok, detail = compare(got["shared"], moe_reference(**inp, mode=mode))
     assert ok, f"{case} {mode}: {detail}"
     assert torch.equal(got["shared"], got["registers"]), case
+
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 def test_overlapped_launches_change_no_bit(mode):

@@ -77,9 +77,9 @@ class MXFP4MoE(Kernel):
         "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
         "ksplit2": Choice((0, 1, 2, 4, 8), 0),
         # skinny gemm2: "shared" stages the block's weights and the tile's h in shared memory by
-        # async copies (moe_gemm2_shared: more blocks an SM, more bytes in flight), "registers"
-        # keeps the register ring; "" = the tiling's: shared where its [skinny] row has a
-        # `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
+        # async copies (moe_gemm2_shared: no register ring, so more 16-row tiles a warp and more
+        # blocks an SM), "registers" keeps the ring; "" = the tiling's: shared where its [skinny]
+        # row has a `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
         "stage2": Choice(("", "registers", "shared"), ""),
         "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp,
         "shared2_warps": Choice((0, 4, 8), 0),                     # its warps
@@ -227,7 +227,7 @@ class MXFP4MoE(Kernel):
                     "SK_RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
-                    "SHARED2_K": 0 if self.params["stage2"] == "registers" else t["shared2_k"],
+                    "SHARED2_K": self.shared2_k(t),
                     "SHARED2_MT": t["shared2_mt"], "SHARED2_WARPS": t["shared2_warps"],
                     "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
@@ -408,13 +408,17 @@ class MXFP4MoE(Kernel):
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
 
+    def shared2_k(self, t: dict) -> int:
+        """The largest stored d_expert moe_gemm2_shared takes (0: the module has no such kernel)."""
+        return 0 if self.params["stage2"] == "registers" else t["shared2_k"]
+
     def shared2_fits(self, t: dict, s, w2, w2_scale, split: int = 1) -> bool:
         """Whether the skinny gemm2 runs from shared memory (moe_gemm2_shared): the module has it
         and the stored d_expert is a multiple of 128 up to its `shared2_k` (one block's rows, K
         whole, in its static buffer; a block's scale bytes then start 16-byte aligned, Dh being a
         multiple of 32), w2 and w2_scale 16-byte aligned for the copies, K not split. stage2="shared"
         asks for it and fails where it cannot."""
-        k = 0 if self.params["stage2"] == "registers" else t["shared2_k"]
+        k = self.shared2_k(t)
         fits = (bool(k) and s.De % 128 == 0 and s.De <= k and split == 1
                 and w2.data_ptr() % 16 == 0 and w2_scale.data_ptr() % 16 == 0)
         if self.params["stage2"] == "shared" and not fits:
