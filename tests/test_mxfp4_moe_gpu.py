@@ -88,10 +88,10 @@ def test_warpgroup_rs_tiles(case, tiles, params, mode):
                                     {"ahead": 2, "xahead": 3, "min_blocks": 2, "xahead2": 2},
                                     {"ahead": 3, "xahead": 2, "ahead2": 2, "xahead2": 3, "min_blocks2": 2},
                                     {"raster": "column", "mt2": 4, "min_blocks2": 2},
-                                    {"ksplit": 1, "ksplit2": 2}, {"ksplit": 2, "ksplit2": 1}, {"pf": 3, "pf2": 2}])
+                                    {"ksplit": 1, "ksplit2": 2}, {"ksplit": 2, "ksplit2": 1}])
 def test_skinny_ring_depths_and_row_tiles(params):
-    """The register rings of weights and activations (odd and even depths, unequal), L2 prefetch
-    ahead of them, the grid's column-first order, the weight tiles a warp and the K splits, on 2880-wide K (partial
+    """The register rings of weights and activations (odd and even depths, unequal), the
+    grid's column-first order, the weight tiles a warp and the K splits, on 2880-wide K (partial
     slices, split over warps) and 2880 rows (a partial last tile group)."""
     inp = make_moe_inputs(24, 12, 2880, 2880, 4, seed=torch.seed() % (1 << 31), device="cuda")
     moe = portable.load("mxfp4_moe", tiles="skinny", **params)

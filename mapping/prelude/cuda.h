@@ -172,9 +172,6 @@ __device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, co
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(o3) : "r"(p3), "r"(scale2), "r"(0x80008000u));
 }
 
-// ---- mem.prefetch_l2: the line holding p into the L2, no register, no scoreboard
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" :: "l"(p)); }
-
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.

@@ -109,7 +109,6 @@ __device__ __forceinline__ void e2m1x4_to_bf16x4(unsigned h, unsigned scale2, un
 struct e2m1_tables { unsigned hi, lo; };
 __device__ __forceinline__ void e2m1_tables_store() {}
 __device__ __forceinline__ e2m1_tables e2m1_tables_load() { return {0u, 0u}; }
-__device__ __forceinline__ void prefetch_l2(const void*) {}     // mem.prefetch_l2: nothing in HIP C++
 __device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, const e2m1_tables&,
                                                  unsigned& o0, unsigned& o1, unsigned& o2, unsigned& o3) {
     e2m1x4_to_bf16x4(w, scale2, o0, o1);
