@@ -286,9 +286,9 @@ class MXFP4MoE(Kernel):
         gemm2 = static_report(self.binary(target), "moe_gemm2", self.block_threads(target),
                               self.entry_smem(target)["moe_gemm2"])
         out = [self.report(target), gemm2]
-        if self.template_context(target).get("SHARED2_K"):
-            out.append(static_report(self.binary(target), "moe_gemm2_shared",
-                                     self.tiles(target)["shared2_warps"] * get_target(target).wave, 0))
+        t = self.tiles(target)
+        if self.skinny(target) and self.shared2_k(t):     # the module renders moe_gemm2_shared
+            out.append(static_report(self.binary(target), "moe_gemm2_shared", t["shared2_warps"] * get_target(target).wave, 0))
         return out
 
     # --- call ---------------------------------------------------------------------------
