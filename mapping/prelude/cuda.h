@@ -172,6 +172,13 @@ __device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, co
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(o3) : "r"(p3), "r"(scale2), "r"(0x80008000u));
 }
 
+// ---- mem.load16_l2_256: a read-only 16-byte load whose L2 miss fetches the aligned 256 bytes
+__device__ __forceinline__ u32x4 load16_l2_256(const void* p) {
+    u32x4 r;
+    asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.
