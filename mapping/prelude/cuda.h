@@ -179,12 +179,6 @@ __device__ __forceinline__ u32x4 load16_l2_256(const void* p) {
     return r;
 }
 
-__device__ __forceinline__ unsigned load1_l2_256(const unsigned char* p) {
-    unsigned short r;
-    asm("ld.global.nc.L2::256B.u8 %0, [%1];" : "=h"(r) : "l"(p));
-    return r;
-}
-
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.

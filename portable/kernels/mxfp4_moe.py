@@ -98,8 +98,6 @@ class MXFP4MoE(Kernel):
         # blocks started together read different experts) or "column" (x runs over a tile's
         # column blocks: neighbouring rows of one expert); "" = the tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
-        "l2s": Choice(("", "256"), ""),     # EXPERIMENT: skinny scale loads' L2 fetch size hint
-        "l2w": Choice(("256", "64"), "256"),     # EXPERIMENT: weight loads' L2 fetch size hint
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
     OTHER_ENTRIES = {
@@ -227,7 +225,6 @@ class MXFP4MoE(Kernel):
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
                     "SK_RASTER": t["raster"],
-                    "SK_L2_SCALES": self.params["l2s"] == "256", "L2_W": self.params["l2w"] == "256",
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": self.shared2_k(t),
@@ -272,7 +269,7 @@ class MXFP4MoE(Kernel):
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
-                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "L2_W": self.params["l2w"] == "256"}
+                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
