@@ -161,9 +161,11 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4
 // Generic-proxy shared stores (st.shared) made visible to the async proxy that wgmma reads by.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// 16 bytes global -> shared without a register stage; bytes = 0 writes zeros (no read).
+// 16 bytes global -> shared without a register stage; bytes = 0 writes zeros (no read). An L2 miss
+// fetches the aligned 256 bytes: the copied streams (KV tiles, weight rows) read their neighbours next
+// (bench/NOTES.md mla_decode v15: B128 L8192 h16 bf16 419.3 -> 407.3 us).
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, unsigned bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 // 4 bytes (both addresses 4-byte aligned); reads only the first `bytes` (0..4), zero-fills the rest.
 __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, unsigned bytes) {
