@@ -94,7 +94,7 @@ def main():
                              "regs": [r["registers"] for r in rep]})
         profiles += profile(shape, sets)
         for over in ([] if args.extra_only else PROFILE_ALSO.get(index, [])) + extra:
-            profiles += profile(shape, sets, ("a16w4",), **{"tiles": "skinny", **over})
+            profiles += profile(shape, sets, ("a16w4",), **over)     # the tiling the row ran
         del sets
         torch.cuda.empty_cache()
     json.dump({"ceilings": ceilings, "rows": rows, "profiles": profiles},
