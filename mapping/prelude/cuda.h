@@ -173,8 +173,10 @@ __device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, co
 }
 
 // ---- mem.load16_l2_256: a read-only 16-byte load whose L2 miss fetches the aligned 256 bytes
-__device__ __forceinline__ u32x4 load16_l2_256(const void* p) {
-    u32x4 r;
+// (V: the 16-byte vector type; a template, so the prelude compiles without it)
+template <class V>
+__device__ __forceinline__ V load16_l2_256(const void* p) {
+    V r;
     asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
 }

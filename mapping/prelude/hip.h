@@ -18,7 +18,8 @@ struct frag_b { mma_bf16x4 x; };
 struct frag_c { mma_f32x4 v; };
 
 // mem.load16_l2_256: HIP C++ has no prefetch-size hint; a plain 16-byte load
-__device__ __forceinline__ u32x4 load16_l2_256(const void* p) { return *reinterpret_cast<const u32x4*>(p); }
+template <class V>
+__device__ __forceinline__ V load16_l2_256(const void* p) { return *reinterpret_cast<const V*>(p); }
 __device__ __forceinline__ unsigned mma_lane() { return __lane_id(); }
 __device__ __forceinline__ frag_c mma_zero() { frag_c c; c.v = (mma_f32x4){0.f, 0.f, 0.f, 0.f}; return c; }
 __device__ __forceinline__ int mma_c_row(int i) { return 4 * (int)(mma_lane() >> 4) + i; }
