@@ -156,6 +156,18 @@ def test_kernels_launched_overlapped_wait_for_the_one_before():
         assert k.binary("gfx942").code
 
 
+def test_weight_loads_ask_the_l2_for_256_byte_blocks():
+    """sm_90a's weight loads carry the L2 fetch-size hint (LTC256B in the SASS) in both GEMMs of the
+    skinny, medium and large tiles (bench/NOTES.md mxfp4_moe v19); the HIP build loads plainly."""
+    for tiles in ("skinny", "medium", "large"):
+        sass = MXFP4MoE(tiles=tiles).binary("sm_90a").asm
+        for name in ("moe_gemm1", "moe_gemm2"):
+            body = sass[sass.index(f".text.{name}:"):]
+            body = body[:body.find("\n//----")]
+            assert "LDG.E.LTC256B.128.CONSTANT" in body, (tiles, name)
+    assert "global_load_dwordx4" in MXFP4MoE(tiles="skinny").binary("gfx942").asm
+
+
 def test_errors_before_any_launch():
     inp = make_moe_inputs(4, 4, 64, 32, 2, seed=0)
     moe = portable.load("mxfp4_moe")
