@@ -11,7 +11,8 @@ _PLUGINS = ("portable.reference", "portable.audit", "portable.roofline", "portab
             "portable.calibrate", "portable.bench")
 
 
-def _params(pairs: list[str]) -> dict:
+def parse_params(pairs: list[str]) -> dict:
+    """-p KEY=VALUE pairs -> template parameters (digits become ints)."""
     out = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -56,7 +57,7 @@ def cmd_doctor(args) -> int:
 
 def cmd_render(args) -> int:
     from . import render
-    sys.stdout.write(render(args.kernel, args.target, **_params(args.param)))
+    sys.stdout.write(render(args.kernel, args.target, **parse_params(args.param)))
     return 0
 
 
@@ -93,7 +94,7 @@ def format_report(rows: list[dict]) -> str:
 
 
 def cmd_compile(args) -> int:
-    rows = compile_rows(args.kernel, args.target, _params(args.param))
+    rows = compile_rows(args.kernel, args.target, parse_params(args.param))
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
