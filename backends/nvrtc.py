@@ -97,3 +97,10 @@ def disassemble(cubin: bytes) -> str:
     if tool is None:
         return ""
     return run_tool([tool, "--print-code"], cubin, suffix=".cubin")
+
+
+def kernel_sass(sass: str, kernel: str) -> str:
+    """One kernel's part of nvdisasm's text: from its `.text.<kernel>:` label to the next section."""
+    start = sass.index(f"\n.text.{kernel}:")
+    end = sass.find("\n//----", start)
+    return sass[start:end if end >= 0 else len(sass)]

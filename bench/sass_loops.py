@@ -14,6 +14,7 @@ import collections
 import re
 
 import portable
+from portable.backends.nvrtc import kernel_sass
 from portable.backends.tools import nvidia_tool, run_tool
 from portable.cli import parse_params
 
@@ -27,10 +28,7 @@ def instructions(cubin: bytes, kernel: str) -> tuple[list[dict], dict]:
     """The kernel's instructions with their control bits (sm_70+: the high word's bits 41 and up
     hold stall 0-3, yield 4, write scoreboard 5-7, read scoreboard 8-10, wait mask 11-16), and
     its labels' addresses."""
-    text = run_tool([nvidia_tool("nvdisasm"), "-hex", "-c"], cubin, suffix=".cubin")
-    start = text.index(f"\n.text.{kernel}:")
-    end = text.find("//-----", start)
-    body = text[start:end if end > 0 else len(text)]
+    body = kernel_sass(run_tool([nvidia_tool("nvdisasm"), "-hex", "-c"], cubin, suffix=".cubin"), kernel)
     out = []
     for m in _INSN.finditer(body):
         ctl = int(m.group(3), 16) >> 41
