@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -168,3 +169,14 @@ def compile(source: str, target: str, opts: dict | None = None, name: str = "ker
     # stable options for the cache key: tool paths vary between machines, the flags do not
     return Binary(target=target, format="hsaco", code=code, compiler=version(),
                   options=tuple(f if not f.startswith("/") else Path(f).name for f in flags), log=log, asm=asm)
+
+
+def kernel_asm(asm: str, kernel: str) -> str:
+    """One kernel's part of `clang -S` output: from its `<kernel>:` label to its `.size <kernel>,`
+    directive, where clang's `.Lfunc_end<N>` closes it (ValueError when absent)."""
+    name = re.escape(kernel)
+    start = re.search(rf"^{name}:", asm, re.M)
+    end = start and re.search(rf"^\s*\.size\s+{name},", asm[start.end():], re.M)
+    if not end:
+        raise ValueError(f"no function {kernel!r} in the assembly")
+    return asm[start.start():start.end() + end.start()]

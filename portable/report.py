@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import re
 
+from .backends import clang_amdgpu, nvrtc
 from .errors import PortableError
 from .targets import get_target, instruction_classes
 
@@ -48,6 +49,15 @@ def occupancy_amd(target, vgprs: int, smem: int, block: int) -> float:
     return min(1.0, groups * waves_per_group / (target.simds_per_cu * target.max_waves_per_simd))
 
 
+def _instruction_counts(binary, kernel: str, vendor: str) -> dict[str, int]:
+    """Instruction classes in `kernel`'s own code: the module's other kernels would count too."""
+    try:
+        asm = (nvrtc.kernel_sass if vendor == "nvidia" else clang_amdgpu.kernel_asm)(binary.asm, kernel)
+    except ValueError:
+        raise PortableError(f"static report: kernel {kernel!r} not found in the {binary.target} assembly") from None
+    return {name: len(re.findall(pattern, asm)) for name, pattern in instruction_classes(vendor).items()}
+
+
 def static_report(binary, kernel: str, block: int, dynamic_smem: int = 0) -> dict:
     """One row: the numbers a kernel engineer reads before a profile."""
     target = get_target(binary.target)
@@ -66,6 +76,5 @@ def static_report(binary, kernel: str, block: int, dynamic_smem: int = 0) -> dic
                "spill_bytes": res.get("spills", 0), "stack_bytes": res.get("scratch_bytes", 0), "smem_bytes": smem,
                "occupancy": occupancy_amd(target, res.get("vgprs_total", 0), smem, block)}
     row["occupancy"] = round(row["occupancy"], 3)
-    counts = {name: len(re.findall(pattern, binary.asm)) for name, pattern in instruction_classes(target.vendor).items()}
-    row["instructions"] = counts if binary.asm else {}
+    row["instructions"] = _instruction_counts(binary, kernel, target.vendor) if binary.asm else {}
     return {"target": target.name, "kernel": kernel, "compiler": binary.compiler, "bytes": len(binary.code), **row}
