@@ -438,8 +438,7 @@ class MXFP4MoE(Kernel):
     def bulk_fits(self, t: dict, s, which: int, split: int, w, w_scale) -> int:
         """The dynamic shared bytes of a skinny GEMM staged by bulk copies (moe_gemm{which}_bulk), or 0
         where it runs from the register ring: the module has it, the block's rows (whole K) fit in
-        the tiling's `bulk_smem`, runs of 8 rows are stored or not as a whole (d_expert, d_hidden
-        stored as multiples of 8), and the copies' 16-byte rules hold (rows of Kw / 2 bytes, scale
+        the tiling's `bulk_smem`, and the copies' 16-byte rules hold (rows of Kw / 2 bytes, scale
         runs of 8 rows starting 16-byte aligned: Kw a multiple of 64; w and w_scale aligned).
         The layout is the template's (skinny(.., BULK)): 16 mbarriers, the scales, the rows."""
         kw, rows_out = (s.Dh, s.De) if which == 1 else (s.De, s.Dh)
@@ -448,14 +447,14 @@ class MXFP4MoE(Kernel):
         first_rows = (2 * rows_out, rows_out) if which == 1 else (rows_out, 16)   # weight rows starting a run
         pitch = _align(kw // 2, 128) + 64
         nbytes = 128 + _align(rows * (kw // 32), 128) + rows * pitch
-        fits = (bool(self.bulk_smem(t)) and nbytes <= self.bulk_smem(t) and kw % 64 == 0 and rows_out % 8 == 0
+        fits = (bool(self.bulk_smem(t)) and nbytes <= self.bulk_smem(t) and kw % 64 == 0
                 and all(r * (kw // 32) % 16 == 0 for r in first_rows)
                 and w.data_ptr() % 16 == 0 and w_scale.data_ptr() % 16 == 0)
         key = "stage" if which == 1 else "stage2"
         if self.params[key] == "bulk" and not fits:
             raise InputError(f"{key}: 'bulk' needs a [skinny] bulk_smem for this target (here {self.bulk_smem(t)}), "
                              f"gemm{which}'s block rows to fit in it ({nbytes} bytes at ksplit {split}), its stored K "
-                             f"a multiple of 64 (got {kw}), its stored rows a multiple of 8 (got {rows_out}) and 16-byte aligned weights and scales")
+                             f"a multiple of 64 (got {kw}) and 16-byte aligned weights and scales")
         return nbytes if fits and self.params[key] in ("", "bulk") else 0
 
     def shared2_k(self, t: dict) -> int:
