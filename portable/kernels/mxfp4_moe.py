@@ -32,10 +32,9 @@ E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
-                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks",
-                 "bulk_ahead", "bulk_chunk")
+                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a target's [skinny] row leaves them out
-                   "bulk_smem": 0, "bulk_ahead": 2, "bulk_chunk": 2, "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
+                   "bulk_smem": 0, "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 
@@ -88,8 +87,6 @@ class MXFP4MoE(Kernel):
         # ring; "" = the tiling's: bulk where its [skinny] row has a `bulk_smem` and the block's
         # rows fit in it
         "stage": Choice(("", "registers", "bulk"), ""),
-        "bulk_ahead": Choice((0, 1, 2, 3, 4, 8), 0),    # bulk: chunks of copies in flight a block
-        "bulk_chunk": Choice((0, 1, 2, 4), 0),          # bulk: slices of each K part a chunk
         "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp,
         "shared2_warps": Choice((0, 4, 8), 0),                     # its warps
         "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # and its blocks an SM
@@ -237,8 +234,7 @@ class MXFP4MoE(Kernel):
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
                     "SK_RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
-                    "SK_BULK": bool(self.bulk_smem(t)), "SK_BULK_AHEAD": t["bulk_ahead"], "SK_BULK_CHUNK": t["bulk_chunk"],
-                    "SK_UNROLL_BULK": tuple(math.lcm(2, x + 1) for x in xahead),
+                    "SK_BULK": bool(self.bulk_smem(t)), "SK_UNROLL_BULK": tuple(math.lcm(2, x + 1) for x in xahead),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": self.shared2_k(t),
                     "SHARED2_MT": t["shared2_mt"], "SHARED2_WARPS": t["shared2_warps"],
