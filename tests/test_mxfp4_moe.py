@@ -30,12 +30,10 @@ def test_compiles_with_matrix_instructions_and_no_spills(target, mode, tiles):
             moe.tiles(target)
         return
     rows = moe.reports(target)
-    # the skinny GEMMs staged in shared memory are kernels of their own where the target's tiling has them
-    t = moe.tiles(target) if moe.skinny(target) else {}
-    staged = ["moe_gemm2_shared"] * bool(t.get("shared2_k")) + ["moe_gemm1_bulk", "moe_gemm2_bulk"] * bool(t.get("bulk_smem"))
+    # the skinny gemm2 staged in shared memory is a kernel of its own where the target's tiling has it
+    staged = ["moe_gemm2_shared"] if moe.skinny(target) and moe.tiles(target)["shared2_k"] else []
     assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"] + staged
-    assert staged == ([] if target != "sm_90a" or not moe.skinny(target) else
-                      ["moe_gemm2_shared", "moe_gemm1_bulk", "moe_gemm2_bulk"])
+    assert staged == ([] if target != "sm_90a" or not moe.skinny(target) else ["moe_gemm2_shared"])
     for r in rows:
         instr = r["instructions"]
         expected = "hgmma" if moe.mma_path(target).startswith("warpgroup") else EXPECTED[target, mode]   # sm_90a large tiles
@@ -164,18 +162,6 @@ def test_weight_loads_ask_the_l2_for_256_byte_blocks():
         for name in ("moe_gemm1", "moe_gemm2"):
             assert "LDG.E.LTC256B.128.CONSTANT" in nvrtc.kernel_sass(sass, name), (tiles, name)
     assert "global_load_dwordx4" in MXFP4MoE(tiles="skinny").binary("gfx942").asm
-
-
-def test_bulk_staged_gemms_copy_by_the_copy_engine():
-    """sm_90a's moe_gemm1_bulk / moe_gemm2_bulk stage their weights by bulk copies (UBLKCP) counted
-    on mbarriers a warp waits on (SYNCS ... TRYWAIT), and read the weights from shared memory
-    (LDS.128; no 16-byte weight loads hinted for the L2); targets without a bulk_smem render none."""
-    sass = MXFP4MoE(tiles="skinny").binary("sm_90a").asm
-    for name in ("moe_gemm1_bulk", "moe_gemm2_bulk"):
-        code = nvrtc.kernel_sass(sass, name)
-        assert "UBLKCP" in code and "SYNCS.PHASECHK.TRANS64.TRYWAIT" in code and "LDS.128" in code, name
-        assert "LDG.E.LTC256B.128" not in code, name
-    assert "moe_gemm1_bulk" not in portable.render("mxfp4_moe", target="gfx942", tiles="skinny")
 
 
 def test_errors_before_any_launch():

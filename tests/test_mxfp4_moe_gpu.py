@@ -119,35 +119,6 @@ def test_gemm2_staged_in_shared_memory(case, tiles, params, mode):
     assert torch.equal(got["shared"], got["registers"]), case
 
 
-# (params, the cases whose block rows do not fit the sm_90a bulk_smem budget with them)
-BULK_PARAMS = [({"ksplit": 4, "ksplit2": 4, "mt2": 1}, ()),
-               ({"ksplit": 2, "ksplit2": 2, "mt2": 1}, ("R1-like",)),
-               ({"ksplit": 4, "ksplit2": 4, "mt": 2, "min_blocks": 3, "xahead": 1}, ("R1-like",)),
-               ({"ksplit": 1, "ksplit2": 1, "mt2": 1}, ("partial K slice", "R1-like"))]
-
-
-@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("params,too_big", BULK_PARAMS)
-@pytest.mark.parametrize("case", ["M1", "padded dims", "partial K slice", "R1-like"])
-def test_skinny_weights_staged_by_bulk_copies(case, params, too_big, mode):
-    """The skinny ring GEMMs with their weights copied into shared memory by bulk copies
-    (moe_gemm1_bulk, moe_gemm2_bulk) against the register ring: the same bits (the same K steps)
-    and the reference; 2880-wide K (a partial last slice and chunk), d_hidden and d_expert short
-    of the stored K, rows past the stored ones, 16-64 rows a block (K split 1-4 ways, 1 or 2
-    tiles a warp)."""
-    if not tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name)["skinny"].get("bulk_smem"):
-        pytest.skip("this GPU's target has no bulk-staged skinny GEMMs")
-    if case in too_big:
-        pytest.skip("the block's rows do not fit the bulk_smem budget")
-    args, opts = CASES[case]
-    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    got = {st: run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles="skinny", stage=st, stage2=st, **params), inp)
-           for st in ("bulk", "registers")}
-    ok, detail = compare(got["bulk"], moe_reference(**inp, mode=mode))
-    assert ok, f"{case} {params} {mode}: {detail}"
-    assert torch.equal(got["bulk"], got["registers"]), f"{case} {params} {mode}"
-
-
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 def test_overlapped_launches_change_no_bit(mode):
     """overlap=1 (programmatic dependent launches) against plain launches, skinny and large."""

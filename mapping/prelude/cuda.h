@@ -181,27 +181,6 @@ __device__ __forceinline__ V load16_l2_256(const void* p) {
     return r;
 }
 
-// ---- bulk copies (sm_90+): one thread moves a contiguous run global -> shared (the copy engine,
-// no registers, no per-lane instructions); an mbarrier counts the bytes landed. Each barrier here
-// completes one phase (parity 0): init with one arrival, which mbarrier_expect_tx makes.
-__device__ __forceinline__ void mbarrier_init1(unsigned bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.mbarrier_init.release.cluster;" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbarrier_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbarrier_wait_parity(unsigned bar, unsigned parity) {
-    asm volatile("{\n\t.reg .pred done;\n"
-                 "MBAR_WAIT_%=:\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-                 "@!done bra MBAR_WAIT_%=;\n\t}" :: "r"(bar), "r"(parity) : "memory");
-}
-// bytes and both addresses multiples of 16
-__device__ __forceinline__ void bulk_copy_g2s(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.

@@ -34,7 +34,7 @@ TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
                  "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a target's [skinny] row leaves them out
-                   "bulk_smem": 0, "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
+                   "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 
@@ -78,15 +78,9 @@ class MXFP4MoE(Kernel):
         "ksplit2": Choice((0, 1, 2, 4, 8), 0),
         # skinny gemm2: "shared" stages the block's weights and the tile's h in shared memory by
         # async copies (moe_gemm2_shared: no register ring, so more 16-row tiles a warp and more
-        # blocks an SM), "bulk" as `stage` below, "registers" keeps the ring; "" = the tiling's:
-        # shared where its [skinny] row has a `shared2_k` and the stored d_expert fits (a multiple
-        # of 128 up to it), else bulk where that fits
-        "stage2": Choice(("", "registers", "shared", "bulk"), ""),
-        # skinny gemm1: "bulk" stages a block's weight rows, whole K, in shared memory by bulk
-        # copies (moe_gemm1_bulk: no bytes in flight in registers), "registers" keeps the register
-        # ring; "" = the tiling's: bulk where its [skinny] row has a `bulk_smem` and the block's
-        # rows fit in it
-        "stage": Choice(("", "registers", "bulk"), ""),
+        # blocks an SM), "registers" keeps the ring; "" = the tiling's: shared where its [skinny]
+        # row has a `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
+        "stage2": Choice(("", "registers", "shared"), ""),
         "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp,
         "shared2_warps": Choice((0, 4, 8), 0),                     # its warps
         "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # and its blocks an SM
@@ -110,8 +104,6 @@ class MXFP4MoE(Kernel):
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
         "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),   # skinny modules with a shared2_k
-        "moe_gemm1_bulk": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32"),   # skinny modules with a bulk_smem
-        "moe_gemm2_bulk": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
@@ -234,7 +226,6 @@ class MXFP4MoE(Kernel):
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
                     "SK_RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
-                    "SK_BULK": bool(self.bulk_smem(t)), "SK_UNROLL_BULK": tuple(math.lcm(2, x + 1) for x in xahead),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": self.shared2_k(t),
                     "SHARED2_MT": t["shared2_mt"], "SHARED2_WARPS": t["shared2_warps"],
@@ -287,10 +278,7 @@ class MXFP4MoE(Kernel):
         return self.layout(target)[1]["bytes"]
 
     def entry_smem(self, target) -> dict:
-        out = {"moe_gemm2": self.layout(target)[2]["bytes"]}
-        if self.skinny(target) and self.bulk_smem(self.tiles(target)):
-            out.update(moe_gemm1_bulk=self.bulk_smem(self.tiles(target)), moe_gemm2_bulk=self.bulk_smem(self.tiles(target)))
-        return out
+        return {"moe_gemm2": self.layout(target)[2]["bytes"]}
 
     def reports(self, target: str) -> list[dict]:
         """Both GEMMs (the route and combine kernels have no matrix work)."""
@@ -301,9 +289,6 @@ class MXFP4MoE(Kernel):
         t = self.tiles(target)
         if self.skinny(target) and self.shared2_k(t):     # the module renders moe_gemm2_shared
             out.append(static_report(self.binary(target), "moe_gemm2_shared", t["shared2_warps"] * get_target(target).wave, 0))
-        if self.skinny(target) and self.bulk_smem(t):     # and the bulk-staged GEMMs
-            out += [static_report(self.binary(target), name, self.block_threads(target), self.bulk_smem(t))
-                    for name in ("moe_gemm1_bulk", "moe_gemm2_bulk")]
         return out
 
     # --- call ---------------------------------------------------------------------------
@@ -405,21 +390,17 @@ class MXFP4MoE(Kernel):
 
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
-        bulk1 = skinny and self.bulk_fits(t, s, 1, split1, w13, w13_scale)
-        launcher.launch_other("moe_gemm1_bulk" if bulk1 else "moe_gemm1", grid(grid1), (threads, 1, 1),
-                              bulk1 or layout[1]["bytes"],
+        launcher.launch_other("moe_gemm1", grid(grid1), (threads, 1, 1), layout[1]["bytes"],
                               (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
                                s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1), ov)
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
         shared2, threads2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2), threads
-        bulk2 = skinny and not shared2 and self.bulk_fits(t, s, 2, split2, w2, w2_scale)
         if shared2:                          # its own rows a block and warps
             threads2 = t["shared2_warps"] * get_target(launcher.target).wave
             grid2 = -(-width // (16 * t["shared2_mt"] * t["shared2_warps"]))
-        name2 = "moe_gemm2_shared" if shared2 else "moe_gemm2_bulk" if bulk2 else "moe_gemm2"
-        launcher.launch_other(name2, grid(grid2), (threads2, 1, 1), bulk2 or layout[2]["bytes"],
+        launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads2, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
                                ybuf.data_ptr(), split2), ov)
@@ -427,35 +408,9 @@ class MXFP4MoE(Kernel):
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
 
-    def bulk_smem(self, t: dict) -> int:
-        """Dynamic shared bytes a bulk-staged skinny block may take (0: the module has no such kernels)."""
-        return t["bulk_smem"]
-
-    def bulk_fits(self, t: dict, s, which: int, split: int, w, w_scale) -> int:
-        """The dynamic shared bytes of a skinny GEMM staged by bulk copies (moe_gemm{which}_bulk), or 0
-        where it runs from the register ring: the module has it, the block's rows (whole K) fit in
-        the tiling's `bulk_smem`, and the copies' 16-byte rules hold (rows of Kw / 2 bytes, scale
-        runs of 8 rows starting 16-byte aligned: Kw a multiple of 64; w and w_scale aligned).
-        The layout is the template's (skinny(.., BULK)): 16 mbarriers, the scales, the rows."""
-        kw, rows_out = (s.Dh, s.De) if which == 1 else (s.De, s.Dh)
-        mt = t["mt" if which == 1 else "mt2"]
-        rows = t["warps"] * mt * 16 // split
-        first_rows = (2 * rows_out, rows_out) if which == 1 else (rows_out, 16)   # weight rows starting a run
-        pitch = _align(kw // 2, 128) + 64
-        nbytes = 128 + _align(rows * (kw // 32), 128) + rows * pitch
-        fits = (bool(self.bulk_smem(t)) and nbytes <= self.bulk_smem(t) and kw % 64 == 0
-                and all(r * (kw // 32) % 16 == 0 for r in first_rows)
-                and w.data_ptr() % 16 == 0 and w_scale.data_ptr() % 16 == 0)
-        key = "stage" if which == 1 else "stage2"
-        if self.params[key] == "bulk" and not fits:
-            raise InputError(f"{key}: 'bulk' needs a [skinny] bulk_smem for this target (here {self.bulk_smem(t)}), "
-                             f"gemm{which}'s block rows to fit in it ({nbytes} bytes at ksplit {split}), its stored K "
-                             f"a multiple of 64 (got {kw}) and 16-byte aligned weights and scales")
-        return nbytes if fits and self.params[key] in ("", "bulk") else 0
-
     def shared2_k(self, t: dict) -> int:
         """The largest stored d_expert moe_gemm2_shared takes (0: the module has no such kernel)."""
-        return 0 if self.params["stage2"] in ("registers", "bulk") else t["shared2_k"]
+        return 0 if self.params["stage2"] == "registers" else t["shared2_k"]
 
     def shared2_fits(self, t: dict, s, w2, w2_scale, split: int = 1) -> bool:
         """Whether the skinny gemm2 runs from shared memory (moe_gemm2_shared): the module has it
