@@ -186,12 +186,8 @@ __device__ __forceinline__ void e2m1x8_placed_bf16x8(unsigned w, unsigned scale2
     unsigned r[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        // code j's sign at bit 15, code j + 4's at 31; funnel shifts (SHF, the integer pipe) where a
-        // plain shift became IMAD.SHL on the multiply pipe that the scale's HMUL2 and wgmma share
-        unsigned s = w, m;
-        if (j < 3) asm("shf.l.clamp.b32 %0, %1, %2, %3;" : "=r"(s) : "r"(0u), "r"(w), "r"(12u - 4u * j));
-        asm("shf.r.clamp.b32 %0, %1, %2, 6;" : "=r"(m) : "r"(s), "r"(0u));
-        r[j] = (s & 0x80008000u) | (m & 0x01c001c0u);
+        const unsigned s = w << (12 - 4 * j);              // code j's sign at bit 15, code j + 4's at 31
+        r[j] = (s & 0x80008000u) | ((s >> 6) & 0x01c001c0u);
         if (WIDE) asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r[j]) : "r"(r[j]), "r"(0x7e807e80u), "r"(0x80008000u));
         asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r[j]) : "r"(r[j]), "r"(scale2), "r"(0x80008000u));
     }
