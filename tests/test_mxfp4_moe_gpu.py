@@ -156,24 +156,6 @@ def test_smallest_block_scales(mode, tiles):
     assert ok, detail
 
 
-@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("tiles", ["skinny", "medium", "large"])
-def test_largest_block_scales(mode, tiles):
-    """Block scales above 2 (E8M0 codes 129-200: the warpgroup_rs decode takes its wide form for
-    such a slice, one more multiply a pair) mixed with ordinary ones in both GEMMs' weights,
-    against x scaled by 2^-100 so the products stay finite: every block and every warp's choice
-    of form is checked against the reference."""
-    inp = make_moe_inputs(40, 8, 512, 256, 2, seed=torch.seed() % (1 << 31), device="cuda")
-    for key in ("w13_scale", "w2_scale"):
-        big = torch.randint(129, 201, inp[key].shape, dtype=torch.uint8, device="cuda")
-        pick = torch.rand(inp[key].shape, device="cuda") < 0.02      # a few blocks: most slices stay ordinary
-        inp[key] = torch.where(pick, big, inp[key])
-    inp["hidden_states"] = inp["hidden_states"] * 2.0 ** -100
-    moe = load_tiles(mode, tiles)
-    ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp, mode=mode))
-    assert ok, detail
-
-
 def test_out_of_range_ids():
     inp = make_moe_inputs(8, 6, 256, 128, 2, seed=3, device="cuda")
     moe = portable.load("mxfp4_moe")

@@ -172,28 +172,6 @@ __device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, co
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(o3) : "r"(p3), "r"(scale2), "r"(0x80008000u));
 }
 
-// Eight codes by bit placement, for GEMMs whose B side can take a permuted K order (the
-// warpgroup_rs tiles): a code's magnitude bits at bf16 bits 6-8 (the exponent's two low bits and
-// the mantissa's top bit) and its sign at 15 read as the code's value x 2^-126, exactly, normal
-// and subnormal alike, so no table and no byte interleave: o_j holds codes (j, j + 4) (15
-// instructions and 4 multiplies for 8 values, against 19 and 4). The scale must then carry the
-// 2^126: e8m0_to_bf16x2_2p126 gives 2^(e - 1), a bf16 for codes up to 128 (block scales up to 2);
-// WIDE takes the plain scale from e8m0_to_bf16x2 and multiplies by 2^126 first (any code).
-__device__ __forceinline__ unsigned e8m0_to_bf16x2_2p126(unsigned code) { return ((code + 126u) << 7) * 0x10001u; }
-template <bool WIDE>
-__device__ __forceinline__ void e2m1x8_placed_bf16x8(unsigned w, unsigned scale2,
-                                                      unsigned& o0, unsigned& o1, unsigned& o2, unsigned& o3) {
-    unsigned r[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const unsigned s = w << (12 - 4 * j);              // code j's sign at bit 15, code j + 4's at 31
-        r[j] = (s & 0x80008000u) | ((s >> 6) & 0x01c001c0u);
-        if (WIDE) asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r[j]) : "r"(r[j]), "r"(0x7e807e80u), "r"(0x80008000u));
-        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r[j]) : "r"(r[j]), "r"(scale2), "r"(0x80008000u));
-    }
-    o0 = r[0]; o1 = r[1]; o2 = r[2]; o3 = r[3];
-}
-
 // ---- mem.load16_l2_256: a read-only 16-byte load whose L2 miss fetches the aligned 256 bytes
 // (V: the 16-byte vector type; a template, so the prelude compiles without it)
 template <class V>
