@@ -156,6 +156,22 @@ def test_smallest_block_scales(mode, tiles):
     assert ok, detail
 
 
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+@pytest.mark.parametrize("tiles", ["skinny", "medium", "large"])
+@pytest.mark.parametrize("shift", [7, 60])
+def test_block_scales_above_two(shift, mode, tiles):
+    """Every block scale of both weights raised by 2^shift (the inputs' codes 120-123 become
+    127-130 or 180-183: block scales past 2, up to 2^56), x scaled by 2^(-2 shift) so the
+    products stay in range, against the reference (the other end of test_smallest_block_scales)."""
+    inp = make_moe_inputs(40, 8, 512, 256, 2, seed=torch.seed() % (1 << 31), device="cuda")
+    for key in ("w13_scale", "w2_scale"):
+        inp[key] = inp[key] + shift
+    inp["hidden_states"] = inp["hidden_states"] * 2.0 ** (-2 * shift)
+    moe = load_tiles(mode, tiles)
+    ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp, mode=mode))
+    assert ok, detail
+
+
 def test_out_of_range_ids():
     inp = make_moe_inputs(8, 6, 256, 128, 2, seed=3, device="cuda")
     moe = portable.load("mxfp4_moe")
