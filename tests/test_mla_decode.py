@@ -177,3 +177,13 @@ def test_compare_counts_error_beyond_the_bf16_output_rounding():
     ok, detail = compare(want.to(torch.bfloat16), lse, want, lse)       # rounding alone: 1.3e-2 raw
     assert ok and "1.33e-02 raw" in detail, detail
     assert not compare((want + 0.02).to(torch.bfloat16), lse, want, lse)[0]
+
+
+@pytest.mark.parametrize("fmt,loop", [("bf16", "heads"), ("fp8", "fragments"), ("fp8", "heads"), ("mxfp4", "twin"),
+                                      ("mxfp4", "heads")])
+def test_wgmma_pipeline_not_serialized(fmt, loop):
+    """ptxas keeps the sm_90a loops' wgmma pipelined: no C7511 advisory ("wgmma.mma_async
+    instructions are serialized") in the compile log."""
+    toolchain_or_skip(nvrtc.available())
+    log = portable.load("mla_decode", kv_format=fmt, loop=loop).binary("sm_90a").log
+    assert "ptxas info" in log and "C7511" not in log
