@@ -119,6 +119,24 @@ def test_gemm2_staged_in_shared_memory(case, tiles, params, mode):
     assert torch.equal(got["shared"], got["registers"]), case
 
 
+@pytest.mark.parametrize("stage2", ["", "registers"])
+@pytest.mark.parametrize("params", [{}, {"ksplit": 1}, {"ksplit": 2, "mt": 2, "min_blocks": 3}])
+@pytest.mark.parametrize("case", ["M1", "partial K slice", "R1-like"])
+def test_gemm2_waits_per_tile(case, params, stage2):
+    """The skinny gemm2 starting on each tile once gemm1's warps have signalled its h (h_wait
+    "tile", counters zeroed by moe_route every call) against waiting for all of gemm1 ("grid"):
+    the same bits, three calls in a row, and the reference; gemm2 from shared memory and from
+    its register ring, gemm1's K split 1, 2 or 4 ways (each K part 0 warp signals)."""
+    args, opts = CASES[case]
+    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
+    grid = run_poisoned(portable.load("mxfp4_moe", tiles="skinny", stage2=stage2, h_wait="grid", **params), inp)
+    moe = portable.load("mxfp4_moe", tiles="skinny", stage2=stage2, **params)
+    for _ in range(3):
+        assert torch.equal(run_poisoned(moe, inp), grid), f"{case} {params} {stage2}"
+    ok, detail = compare(grid, moe_reference(**inp))
+    assert ok, detail
+
+
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 def test_overlapped_launches_change_no_bit(mode):
     """overlap=1 (programmatic dependent launches) against plain launches, skinny and large."""

@@ -94,16 +94,19 @@ class MXFP4MoE(Kernel):
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
         "overlap": Choice((1, 0), 1),
+        # skinny a16w4: gemm2's blocks start on a tile once gemm1's warps have signalled its h done
+        # ("tile"), or wait for the whole of gemm1 ("grid")
+        "h_wait": Choice(("tile", "grid"), "tile"),
         # skinny tiles: the order blocks start in: "tile" (the grid's x runs over the tiles, so
         # blocks started together read different experts) or "column" (x runs over a tile's
         # column blocks: neighbouring rows of one expert); "" = the tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr")
     OTHER_ENTRIES = {
-        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),
-        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32"),   # skinny modules with a shared2_k
+        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32"),
+        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32"),   # skinny modules with a shared2_k
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
@@ -351,6 +354,7 @@ class MXFP4MoE(Kernel):
         max_tiles = -(-P // bm) + min(s.E, P)          # sum over experts of ceil(count / bm), at most
         tile_expert = torch.empty(max_tiles, device=dev, dtype=torch.int32)
         tile_rows = torch.empty(max_tiles * bm, device=dev, dtype=torch.int32)
+        tile_done = torch.empty(max_tiles, device=dev, dtype=torch.int32)     # zeroed by moe_route
         # warpgroup_rs: the GEMMs read activations in 128-value K slices, permuted (moe_permute_x)
         rs = self.mma_path(launcher.target) == "warpgroup_rs"      # skinny kinds report their matrix path
         hbuf = torch.empty(max_tiles * bm, _align(s.De, 128) if rs else s.De, device=dev, dtype=torch.bfloat16)
@@ -358,7 +362,8 @@ class MXFP4MoE(Kernel):
         threads = self.block_threads(launcher.target)
         layout = self.layout(launcher.target)
         launcher.launch_other("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
-                              (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr()))
+                              (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr(),
+                               tile_done.data_ptr()))
         x, x_stride = hidden_states, width
         a4w4_x = self.params["mode"] == "a4w4" and self.matrix_path(launcher.target) == "bf16"
         if a4w4_x or rs:                # x rounded through MXFP4 once, or (rs) put in the GEMM's K order
@@ -392,7 +397,8 @@ class MXFP4MoE(Kernel):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
         launcher.launch_other("moe_gemm1", grid(grid1), (threads, 1, 1), layout[1]["bytes"],
                               (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1), ov)
+                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1,
+                               tile_done.data_ptr()), ov)
         if quantize_h:
             launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
                                   (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
@@ -400,10 +406,13 @@ class MXFP4MoE(Kernel):
         if shared2:                          # its own rows a block and warps
             threads2 = t["shared2_warps"] * get_target(launcher.target).wave
             grid2 = -(-width // (16 * t["shared2_mt"] * t["shared2_warps"]))
+        # skinny a16w4: gemm2's blocks of a tile wait for the tile's h parts (each block's K-part-0
+        # warps signal), not for all of gemm1: the tiles done first are multiplied during gemm1's tail
+        h_parts = grid1 * (t["warps"] // split1) if skinny and not quantize_h and self.params["h_wait"] == "tile" else 0
         launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads2, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
-                               ybuf.data_ptr(), split2), ov)
+                               ybuf.data_ptr(), split2, tile_done.data_ptr(), h_parts), ov)
         launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
                               (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
