@@ -186,3 +186,11 @@ __device__ __forceinline__ V load16_l2_256(const void* p) {
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// A load with acquire semantics at GPU scope: what the writer released before its flag is
+// visible to this thread's later reads (and to its block's after a barrier), no full fence.
+__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}

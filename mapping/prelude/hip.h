@@ -123,3 +123,8 @@ __device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, co
 // another, so both are no-ops (backends/hip_runtime.launch_overlapped launches plainly).
 __device__ __forceinline__ void grid_dependency_wait() {}
 __device__ __forceinline__ void grid_launch_dependents() {}
+
+// A load with acquire semantics at agent (device) scope.
+__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
+    return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_AGENT);
+}
