@@ -94,8 +94,9 @@ class MXFP4MoE(Kernel):
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
         "overlap": Choice((1, 0), 1),
-        # skinny a16w4: gemm2's blocks start on a tile once gemm1's warps have signalled its h done
-        # ("tile"), or wait for the whole of gemm1 ("grid")
+        # skinny a16w4, overlap 1: gemm2's blocks start on a tile once gemm1's warps have signalled its
+        # h done ("tile"; R1 E257 M4 60.5 -> 59.2 us, gpt-oss M1 40.0 -> 39.4), or wait for the whole
+        # of gemm1 ("grid")
         "h_wait": Choice(("tile", "grid"), "tile"),
         # skinny tiles: the order blocks start in: "tile" (the grid's x runs over the tiles, so
         # blocks started together read different experts) or "column" (x runs over a tile's
@@ -406,9 +407,10 @@ class MXFP4MoE(Kernel):
         if shared2:                          # its own rows a block and warps
             threads2 = t["shared2_warps"] * get_target(launcher.target).wave
             grid2 = -(-width // (16 * t["shared2_mt"] * t["shared2_warps"]))
-        # skinny a16w4: gemm2's blocks of a tile wait for the tile's h parts (each block's K-part-0
-        # warps signal), not for all of gemm1: the tiles done first are multiplied during gemm1's tail
-        h_parts = grid1 * (t["warps"] // split1) if skinny and not quantize_h and self.params["h_wait"] == "tile" else 0
+        # skinny a16w4, overlapped: gemm2's blocks of a tile wait for the tile's h parts (each block's
+        # K-part-0 warps signal), not for all of gemm1, so the tiles done first are multiplied during
+        # gemm1's last partial wave (a plain launch starts after gemm1 anyway: no counter to read)
+        h_parts = grid1 * (t["warps"] // split1) if skinny and ov and not quantize_h and self.params["h_wait"] == "tile" else 0
         launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads2, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
