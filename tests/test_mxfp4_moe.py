@@ -164,6 +164,12 @@ def test_weight_loads_ask_the_l2_for_256_byte_blocks():
     assert "global_load_dwordx4" in MXFP4MoE(tiles="skinny").binary("gfx942").asm
 
 
+def test_skinny_wide_compiles_without_spills():
+    """sm_90a's 16-column skinny tiles (picked from 12 pairs an expert): no kernel spills."""
+    for r in MXFP4MoE(tiles="skinny_wide").reports("sm_90a"):
+        assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+
+
 def test_wgmma_pipeline_not_serialized():
     """ptxas keeps the warpgroup tiles' wgmma pipelined: no C7511 advisory ("wgmma.mma_async
     instructions are serialized") in their compile log; a slice body written twice brought it
