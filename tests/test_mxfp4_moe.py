@@ -134,7 +134,8 @@ def test_tile_choice_and_variants():
     assert k.pick_tiles(13 * 33, 33, "sm_90a") == "skinny_wide"     # 13 pairs an expert (from 16: medium)
     assert k.pick_tiles(13 * 33, 33, "sm_100a") == "skinny"         # no [skinny_wide] there
     assert MXFP4MoE(tiles="skinny_wide").tiles("sm_90a")["bm"] == 16
-    assert MXFP4MoE(tiles="skinny_wide").tiles("sm_90a")["mt2"] == 2      # the [skinny] row below it
+    wide = MXFP4MoE(tiles="skinny_wide").tiles("sm_90a")
+    assert wide["ahead"] == 2 and wide["mt2"] == 1       # the [skinny] row below its own values
     assert MXFP4MoE(mode="a4w4").pick_tiles(4 * 9, 257, "sm_90a") == "skinny"     # bf16 path
     assert MXFP4MoE(mode="a4w4").pick_tiles(4 * 9, 257, "sm_120a") == "small"     # FP4 instructions
     assert k.pick_tiles(1024 * 9, 33, "sm_90a") == "large"
