@@ -1,0 +1,136 @@
+"""When each block of an mxfp4_moe call ran (CUDA only): a measurement build whose kernels record,
+per block, the SM it ran on and %globaltimer at its start (thread 0) and end (the last warp to
+leave), read back after one call. Prints, per kernel, its span, block times and how many blocks
+were resident over time, so a partial last wave or a gap between kernels shows as numbers.
+
+    python bench/moe_trace.py --shapes 0,6 [--params '{"h_wait": "grid"}'] [--bin 2]
+
+Shapes are moe_sweep.py's indices into mxfp4_moe.SHAPES. The tracer adds a few instructions a
+block, so times are close to, not equal to, the untraced kernels'.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import numpy as np
+import torch
+
+import portable
+from portable.kernels import mxfp4_moe as moe
+
+SLOTS = 1 << 15      # blocks traced a kernel
+KERNELS = ("moe_route", "moe_quantize_x", "moe_permute_x", "moe_gemm1", "moe_quantize_h", "moe_gemm2",
+           "moe_gemm2_shared", "moe_combine")
+TRACER = f"""
+__device__ unsigned long long ptrace_t[{len(KERNELS)}][2][{SLOTS}];
+__device__ unsigned ptrace_sm[{len(KERNELS)}][{SLOTS}];
+struct PTrace {{          // a block's start (thread 0) and end (the last warp's return: a destructor)
+    int k; unsigned b;
+    __device__ PTrace(int k_) : k(k_) {{
+        b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+        if (threadIdx.x == 0 && b < {SLOTS}) {{
+            unsigned long long t; unsigned s;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+            ptrace_t[k][0][b] = t; ptrace_sm[k][b] = s;
+        }}
+    }}
+    __device__ ~PTrace() {{
+        if ((threadIdx.x & 31) == 0 && b < {SLOTS}) {{
+            unsigned long long t;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+            atomicMax(&ptrace_t[k][1][b], t);
+        }}
+    }}
+}};
+"""
+
+
+def traced(source: str) -> str:
+    def open_body(m):
+        return m.group(0) + f" PTrace _ptrace({KERNELS.index(m.group(1))});"
+    body = re.sub(r"void (moe_\w+)\([^)]*\)\s*\{", open_body, source)
+    first = body.index('extern "C"')
+    return body[:first] + TRACER + body[first:]
+
+
+def read(module, name: str, dtype, shape):
+    from cuda.bindings import driver as cu
+    err, ptr, nbytes = cu.cuModuleGetGlobal(module, name.encode())
+    assert not err, err
+    out = np.empty(shape, dtype=dtype)
+    assert out.nbytes == nbytes
+    (err,) = cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes)
+    assert not err, err
+    return out
+
+
+def zero(module):
+    from cuda.bindings import driver as cu
+    for name in ("ptrace_t", "ptrace_sm"):
+        err, ptr, nbytes = cu.cuModuleGetGlobal(module, name.encode())
+        assert not err, err
+        cu.cuMemsetD8(ptr, 0, nbytes)
+
+
+def summarize(t, sm, bin_us: float):
+    start, end = t[:, 0, :], t[:, 1, :]
+    ran = start > 0
+    t0 = start[ran].min()
+    rows = []
+    for k, name in enumerate(KERNELS):
+        r = ran[k]
+        if not r.any():
+            continue
+        s, e = (start[k][r] - t0) / 1e3, (end[k][r] - t0) / 1e3
+        d = e - s
+        rows.append((name, s, e))
+        print(f"{name:18s} blocks {r.sum():5d} on {len(np.unique(sm[k][r])):3d} SMs  first start {s.min():6.1f}  "
+              f"last start {s.max():6.1f}  last end {e.max():6.1f} us  block time median {np.median(d):5.1f}  "
+              f"p10 {np.percentile(d, 10):5.1f}  p90 {np.percentile(d, 90):5.1f}  max {d.max():5.1f}")
+    stop = max(e.max() for _, _, e in rows)
+    edges = np.arange(0, stop + bin_us, bin_us)
+    print("resident blocks (mean over each bin) from the first block's start, us:")
+    print("   bin  " + "".join(f"{n[4:]:>14s}" for n, _, _ in rows))
+    for lo in edges[:-1]:
+        hi = lo + bin_us
+        cells = []
+        for _, s, e in rows:
+            overlap = np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0, None).sum() / bin_us
+            cells.append(f"{overlap:14.1f}")
+        print(f"{lo:6.1f}  " + "".join(cells))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="0,6")
+    ap.add_argument("--params", default="{}", help="JSON parameters for portable.load")
+    ap.add_argument("--bin", type=float, default=2.0, help="microseconds a row of the residency table")
+    args = ap.parse_args()
+    plain = moe.MXFP4MoE.source
+    moe.MXFP4MoE.source = lambda self, target: traced(plain(self, target))
+    for i in (int(s) for s in args.shapes.split(",")):
+        shape = moe.SHAPES[i]
+        base = portable.load("mxfp4_moe", **json.loads(args.params))
+        inputs = base.make_inputs(shape, 0)
+        P = shape["M"] * (shape["topk"] + shape["shared"])
+        kind = base.pick_tiles(P, shape["E"], "sm_90a") if base.params["tiles"] == "auto" else base.params["tiles"]
+        k = base.variant(kind)
+        ok, detail = k.verify(inputs, k.run(inputs))
+        for _ in range(20):
+            k.run(inputs)
+        module = k.launcher_at(0).module
+        torch.cuda.synchronize()
+        zero(module)
+        k.run(inputs)
+        torch.cuda.synchronize()
+        t = read(module, "ptrace_t", np.uint64, (len(KERNELS), 2, SLOTS)).astype(np.int64)
+        sm = read(module, "ptrace_sm", np.uint32, (len(KERNELS), SLOTS))
+        print(f"\n== {shape['model']} M={shape['M']} tiles={kind} {args.params}: {'ok' if ok else detail}")
+        summarize(t, sm, args.bin)
+
+
+if __name__ == "__main__":
+    main()
