@@ -19,6 +19,7 @@ import torch
 
 import portable
 from portable.kernels import mxfp4_moe as moe
+from portable.timing import SPIN_CYCLES
 
 SLOTS = 1 << 15      # blocks traced a kernel
 KERNELS = ("moe_route", "moe_quantize_x", "moe_permute_x", "moe_gemm1", "moe_quantize_h", "moe_gemm2",
@@ -124,7 +125,8 @@ def main():
         module = k.launcher_at(0).module
         torch.cuda.synchronize()
         zero(module)
-        k.run(inputs)
+        torch.cuda._sleep(SPIN_CYCLES)      # the host queues the whole call while the GPU spins,
+        k.run(inputs)                       # so the trace shows the GPU's gaps, not the host's
         torch.cuda.synchronize()
         t = read(module, "ptrace_t", np.uint64, (len(KERNELS), 2, SLOTS)).astype(np.int64)
         sm = read(module, "ptrace_sm", np.uint32, (len(KERNELS), SLOTS))
