@@ -181,9 +181,6 @@ __device__ __forceinline__ V load16_l2_256(const void* p) {
     return r;
 }
 
-// ---- mem.prefetch_l1: the line holding p into L1, nothing waited for
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" :: "l"(p)); }
-
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.

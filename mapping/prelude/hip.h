@@ -21,9 +21,6 @@ struct frag_c { mma_f32x4 v; };
 template <class V>
 __device__ __forceinline__ V load16_l2_256(const void* p) { return *reinterpret_cast<const V*>(p); }
 
-// mem.prefetch_l1: no data-prefetch instruction on gfx942/gfx950; nothing to do
-__device__ __forceinline__ void prefetch_l1(const void*) {}
-
 __device__ __forceinline__ unsigned mma_lane() { return __lane_id(); }
 __device__ __forceinline__ frag_c mma_zero() { frag_c c; c.v = (mma_f32x4){0.f, 0.f, 0.f, 0.f}; return c; }
 __device__ __forceinline__ int mma_c_row(int i) { return 4 * (int)(mma_lane() >> 4) + i; }

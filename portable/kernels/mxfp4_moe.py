@@ -31,9 +31,9 @@ from .base import Kernel
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
-SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit", "pf",              # per GEMM: 1, then 2
-                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "pf2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
-SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "pf": 0, "pf2": 0, "raster": "tile",     # where a target's [skinny] row leaves them out
+SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
+                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
+SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a target's [skinny] row leaves them out
                    "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
@@ -71,14 +71,11 @@ class MXFP4MoE(Kernel):
         "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
         "min_blocks": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),  # blocks an SM the compiler must fit (caps registers)
         "ksplit": Choice((0, 1, 2, 4, 8), 0),      # skinny: warps of a block splitting K (0: skinny_ksplit's choice)
-        # skinny: the weights' lines asked into L1 this many slices past the ring's loads (0: none)
-        "pf": Choice((0, 1, 2, 3, 4, 6), 0),
         "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same four for gemm2
         "xahead2": Choice((0, 1, 2, 3, 4), 0),
         "mt2": Choice((0, 1, 2, 4), 0),
         "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
         "ksplit2": Choice((0, 1, 2, 4, 8), 0),
-        "pf2": Choice((0, 1, 2, 3, 4, 6), 0),
         # skinny gemm2: "shared" stages the block's weights and the tile's h in shared memory by
         # async copies (moe_gemm2_shared: no register ring, so more 16-row tiles a warp and more
         # blocks an SM), "registers" keeps the ring; "" = the tiling's: shared where its [skinny]
@@ -230,7 +227,7 @@ class MXFP4MoE(Kernel):
                                  f"(the instruction's N), 1, 2, 4 or 8 warps and ksplit/ksplit2 at most the warps")
             ahead, xahead = (t["ahead"], t["ahead2"]), (t["xahead"], t["xahead2"])
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
-                    "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]), "SK_PF": (t["pf"], t["pf2"]),
+                    "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
                     "SK_RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
