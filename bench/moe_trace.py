@@ -91,17 +91,21 @@ def summarize(t, sm, bin_us: float):
         print(f"{name:18s} blocks {r.sum():5d} on {len(np.unique(sm[k][r])):3d} SMs  first start {s.min():6.1f}  "
               f"last start {s.max():6.1f}  last end {e.max():6.1f} us  block time median {np.median(d):5.1f}  "
               f"p10 {np.percentile(d, 10):5.1f}  p90 {np.percentile(d, 90):5.1f}  max {d.max():5.1f}")
-    stop = max(e.max() for _, _, e in rows)
-    edges = np.arange(0, stop + bin_us, bin_us)
+    edges, table = residency([(s, e) for _, s, e in rows], bin_us)
     print("resident blocks (mean over each bin) from the first block's start, us:")
     print("   bin  " + "".join(f"{n[4:]:>14s}" for n, _, _ in rows))
-    for lo in edges[:-1]:
-        hi = lo + bin_us
-        cells = []
-        for _, s, e in rows:
-            overlap = np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0, None).sum() / bin_us
-            cells.append(f"{overlap:14.1f}")
-        print(f"{lo:6.1f}  " + "".join(cells))
+    for lo, cells in zip(edges, table):
+        print(f"{lo:6.1f}  " + "".join(f"{c:14.1f}" for c in cells))
+
+
+def residency(spans, bin_us: float):
+    """Bins of bin_us from 0 past the last end, and per bin and kernel the mean number of its
+    blocks resident (each block's time inside the bin, summed, over the bin's length)."""
+    stop = max(e.max() for _, e in spans)
+    edges = np.arange(0, stop, bin_us)
+    table = [[np.clip(np.minimum(e, lo + bin_us) - np.maximum(s, lo), 0, None).sum() / bin_us for s, e in spans]
+             for lo in edges]
+    return edges, table
 
 
 def main():
