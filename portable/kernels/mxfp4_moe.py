@@ -272,6 +272,7 @@ class MXFP4MoE(Kernel):
         if problems:
             raise InputError(f"tiling {t} on {target}: " + "; ".join(problems))
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
+                "RASTER": t.get("raster", "tile"),
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
 
@@ -392,7 +393,7 @@ class MXFP4MoE(Kernel):
             grid1, grid2 = -(-_align(s.d_expert, 128 if rs else 1) // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
-        column_first = skinny and t["raster"] == "column"      # the grid's x over one tile's column groups
+        column_first = (skinny or rs) and t.get("raster") == "column"      # the grid's x over one tile's column groups
 
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
@@ -410,7 +411,9 @@ class MXFP4MoE(Kernel):
         # skinny a16w4, overlapped: gemm2's blocks of a tile wait for the tile's h parts (each block's
         # K-part-0 warps signal), not for all of gemm1, so the tiles done first are multiplied during
         # gemm1's last partial wave (a plain launch starts after gemm1 anyway: no counter to read)
-        h_parts = grid1 * (t["warps"] // split1) if skinny and ov and not quantize_h and self.params["h_wait"] == "tile" else 0
+        h_parts = 0
+        if ov and not quantize_h and self.params["h_wait"] == "tile" and (skinny or rs):
+            h_parts = grid1 * (t["warps"] // split1) if skinny else grid1     # rs: one signal a block
         launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads2, 1, 1), layout[2]["bytes"],
                               (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
                                tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
