@@ -138,6 +138,27 @@ def test_gemm2_waits_per_tile(case, params, stage2):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+@pytest.mark.parametrize("raster", ["tile", "column"])
+@pytest.mark.parametrize("tiles,case", [("medium", "empty experts, repeats, shared"), ("medium", "padded dims"),
+                                        ("large", "large tiles"), ("medium", "R1-like")])
+def test_warpgroup_gemm2_waits_per_tile(tiles, case, raster, mode):
+    """The warpgroup_rs gemm2 starting on each tile once every gemm1 block of it has signalled its
+    part of h (h_wait "tile") against waiting for all of gemm1 ("grid"), with the grid over tiles
+    first or over a tile's column groups first: the same bits, three calls in a row, and the
+    reference."""
+    if load_tiles(mode, tiles).mma_path(device_target(torch.cuda.current_device()).name) != "warpgroup_rs":
+        pytest.skip("this GPU's target has no warpgroup_rs tiles")
+    args, opts = CASES[case]
+    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
+    grid = run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles=tiles, raster=raster, h_wait="grid"), inp)
+    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles, raster=raster)
+    for _ in range(3):
+        assert torch.equal(run_poisoned(moe, inp), grid), f"{case} {tiles} {raster} {mode}"
+    ok, detail = compare(grid, moe_reference(**inp, mode=mode))
+    assert ok, detail
+
+
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 def test_overlapped_launches_change_no_bit(mode):
     """overlap=1 (programmatic dependent launches) against plain launches, skinny and large."""
     for tiles in ("skinny", "large"):

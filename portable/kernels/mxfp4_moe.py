@@ -94,13 +94,14 @@ class MXFP4MoE(Kernel):
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
         "overlap": Choice((1, 0), 1),
-        # skinny a16w4, overlap 1: gemm2's blocks start on a tile once gemm1's warps have signalled its
-        # h done ("tile"; R1 E257 M4 60.5 -> 59.2 us, gpt-oss M1 40.0 -> 39.4), or wait for the whole
-        # of gemm1 ("grid")
+        # skinny a16w4 and warpgroup_rs tiles, overlap 1: gemm2's blocks start on a tile once gemm1 has
+        # signalled its h done ("tile"; R1 E257 M4 60.5 -> 59.2 us, E33 M64 418 -> 406 with raster
+        # "column"), or wait for the whole of gemm1 ("grid")
         "h_wait": Choice(("tile", "grid"), "tile"),
-        # skinny tiles: the order blocks start in: "tile" (the grid's x runs over the tiles, so
-        # blocks started together read different experts) or "column" (x runs over a tile's
-        # column blocks: neighbouring rows of one expert); "" = the tiling's `raster`
+        # skinny and warpgroup_rs tiles: the order blocks start in: "tile" (the grid's x runs over
+        # the tiles, so blocks started together read different experts) or "column" (x runs over a
+        # tile's column blocks: neighbouring rows of one expert, tiles finished in order); "" = the
+        # tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr")
