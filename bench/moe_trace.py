@@ -19,9 +19,9 @@ import torch
 
 import portable
 from portable.kernels import mxfp4_moe as moe
-from portable.timing import SPIN_CYCLES
 
 SLOTS = 1 << 15      # blocks traced a kernel
+SPIN_CYCLES = 20_000_000      # ~10 ms: longer than the host takes to queue any call
 KERNELS = ("moe_route", "moe_quantize_x", "moe_permute_x", "moe_gemm1", "moe_quantize_h", "moe_gemm2",
            "moe_gemm2_shared", "moe_combine")
 TRACER = f"""
