@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import time
 
 import numpy as np
 import torch
@@ -130,11 +131,14 @@ def main():
         torch.cuda.synchronize()
         zero(module)
         torch.cuda._sleep(SPIN_CYCLES)      # the host queues the whole call while the GPU spins,
-        k.run(inputs)                       # so the trace shows the GPU's gaps, not the host's
+        host = time.perf_counter()          # so the trace shows the GPU's gaps, not the host's
+        k.run(inputs)
+        host = (time.perf_counter() - host) * 1e6
         torch.cuda.synchronize()
         t = read(module, "ptrace_t", np.uint64, (len(KERNELS), 2, SLOTS)).astype(np.int64)
         sm = read(module, "ptrace_sm", np.uint32, (len(KERNELS), SLOTS))
-        print(f"\n== {shape['model']} M={shape['M']} tiles={kind} {args.params}: {'ok' if ok else detail}")
+        print(f"\n== {shape['model']} M={shape['M']} tiles={kind} {args.params}: {'ok' if ok else detail}; "
+              f"the host queued the call in {host:.0f} us")
         summarize(t, sm, args.bin)
 
 
