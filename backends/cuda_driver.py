@@ -77,16 +77,26 @@ def _overlap_attrs():
     return [attr]
 
 
+_configs: dict = {}
+
+
 def launch_overlapped(function, grid, block, smem, stream, params) -> int:
     """Programmatic dependent launch (sm_90+): the kernel's blocks may start while the kernel
     before it in the stream still runs, and wait for its end in sync.grid_wait. Returns the
-    error code."""
+    error code. One launch configuration per (kernel, grid, block, shared bytes), made once:
+    only its stream is set per launch (the caller holds the kernel's argument lock)."""
     cu = _cu()
-    config = cu.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = grid
-    config.blockDimX, config.blockDimY, config.blockDimZ = block
-    config.sharedMemBytes, config.hStream = smem, stream
-    config.attrs, config.numAttrs = _overlap_attrs(), 1
+    key = (int(function), grid, block, smem)
+    config = _configs.get(key)
+    if config is None:
+        if len(_configs) >= 4096:        # grids follow batch sizes: keep the table small
+            _configs.clear()
+        config = _configs[key] = cu.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = smem
+        config.attrs, config.numAttrs = _overlap_attrs(), 1
+    config.hStream = stream
     return cu.cuLaunchKernelEx(config, function, params, 0)[0]
 
 

@@ -75,14 +75,22 @@ class Launcher:
         overlap: a programmatic dependent launch where the backend has one (the kernel must
         call sync.grid_wait before it reads what the kernel before it wrote, or writes)."""
         function, packer = self.other(name)
+
+        def enqueue():
+            if overlap:
+                return self.runtime.launch_overlapped(function, grid, block, smem, self.stream(), packer.address)
+            return self.raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                   self.stream(), packer.address, self.extra)[0]
         with packer.lock:
             packer.pack(args)
-            with torch.cuda.device(self.device_index):
-                if overlap:
-                    err = self.runtime.launch_overlapped(function, grid, block, smem, self.stream(), packer.address)
-                else:
-                    err = self.raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                                          self.stream(), packer.address, self.extra)[0]
+            if self.check_device and current_device() != self.device_index:
+                with torch.cuda.device(self.device_index):
+                    err = enqueue()
+            else:       # as __call__: no device switch on the way (a few us a launch)
+                err = enqueue()
+                if err:     # a thread torch has not used yet has no current context: bind it and retry once
+                    self.runtime.make_current(self.device_index)
+                    err = enqueue()
         if err:
             self.runtime.raise_for(err, f"launch of {name} {grid} x {block} on device {self.device_index}")
 

@@ -346,35 +346,60 @@ class MXFP4MoE(Kernel):
         return "medium" if rows < table.get("medium_below_rows", 0) else "large"
 
     def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
+        """Queues the call's kernels. Everything but the pointers comes from a plan made once per
+        batch layout (sizes, grids, the workspace's layout), so a call costs the host a workspace
+        allocation and the launches (R1 E257 M4: 136 us of host time a call before the plans)."""
         launcher = self.launcher(hidden_states)
+        M, width = hidden_states.shape
+        k_top = topk_ids.shape[1]
+        aligned = w2.data_ptr() % 16 == 0 and w2_scale.data_ptr() % 16 == 0
+        key = (launcher.device_index, M, width, k_top, s.E, s.Dh, s.De, s.d_hidden, s.d_expert, aligned)
+        plans = self.__dict__.setdefault("_plans", {})
+        plan = plans.get(key)
+        if plan is None:
+            if len(plans) >= 256:        # batch layouts come and go: keep the table small
+                plans.clear()
+            plan = plans[key] = self.plan(launcher, M, width, k_top, s, w2, w2_scale)
+        ov = plan["overlap"]
+        ws = torch.empty(plan["bytes"], device=hidden_states.device, dtype=torch.uint8)
+        at = {name: ws.data_ptr() + off for name, off in plan["offsets"].items()}
+        x, x_stride = hidden_states.data_ptr(), width
+        go = launcher.launch_other
+        go("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
+           (topk_ids.data_ptr(), M * k_top, s.E, plan["max_tiles"], at["tile_expert"], at["tile_rows"], at["tile_done"]))
+        if plan["x_pass"]:              # x rounded through MXFP4 once, or (rs) put in the GEMM's K order
+            x, x_stride = at["x"], plan["x_stride"]
+            go(plan["x_pass"], plan["x_grid"], (256, 1, 1), 0,
+               (hidden_states.data_ptr(), width, s.d_hidden, M, x, x_stride), ov)
+        go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
+           (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
+            at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"]), ov)
+        if plan["quantize_h"]:
+            go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
+               (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
+        go(plan["gemm2"], plan["grid2"], plan["block2"], plan["smem2"],
+           (at["hbuf"], s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
+            at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
+            at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"]), ov)
+        go("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
+           (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
+        return out
+
+    def plan(self, launcher, M: int, width: int, k_top: int, s, w2, w2_scale) -> dict:
+        """One batch layout's launches: grids, K splits, which gemm2, and the workspace (routing
+        tiles, x's rounded or permuted copy, h, the per-pair outputs) as byte offsets."""
         ov = bool(self.params["overlap"])                # overlapped launches after moe_route
         t = self.tiles(launcher.target)
         bm = t["bm"]
-        dev = hidden_states.device
-        M, width = hidden_states.shape
-        k_top = topk_ids.shape[1]
         P = M * k_top
         max_tiles = -(-P // bm) + min(s.E, P)          # sum over experts of ceil(count / bm), at most
-        tile_expert = torch.empty(max_tiles, device=dev, dtype=torch.int32)
-        tile_rows = torch.empty(max_tiles * bm, device=dev, dtype=torch.int32)
-        tile_done = torch.empty(max_tiles, device=dev, dtype=torch.int32)     # zeroed by moe_route
         # warpgroup_rs: the GEMMs read activations in 128-value K slices, permuted (moe_permute_x)
         rs = self.mma_path(launcher.target) == "warpgroup_rs"      # skinny kinds report their matrix path
-        hbuf = torch.empty(max_tiles * bm, _align(s.De, 128) if rs else s.De, device=dev, dtype=torch.bfloat16)
-        ybuf = torch.empty(P, width, device=dev, dtype=torch.bfloat16)
+        h_cols = _align(s.De, 128) if rs else s.De
         threads = self.block_threads(launcher.target)
         layout = self.layout(launcher.target)
-        launcher.launch_other("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
-                              (topk_ids.data_ptr(), P, s.E, max_tiles, tile_expert.data_ptr(), tile_rows.data_ptr(),
-                               tile_done.data_ptr()))
-        x, x_stride = hidden_states, width
         a4w4_x = self.params["mode"] == "a4w4" and self.matrix_path(launcher.target) == "bf16"
-        if a4w4_x or rs:                # x rounded through MXFP4 once, or (rs) put in the GEMM's K order
-            x_stride = _align(s.d_hidden, 128 if rs else MX_BLOCK)
-            x = torch.empty(M, x_stride, device=dev, dtype=torch.bfloat16)
-            launcher.launch_other("moe_quantize_x" if a4w4_x else "moe_permute_x",
-                                  (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
-                                  (hidden_states.data_ptr(), width, s.d_hidden, M, x.data_ptr(), x_stride), ov)
+        x_stride = _align(s.d_hidden, 128 if rs else MX_BLOCK) if a4w4_x or rs else width
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long and blocks are few; the rest of a block's warps split the rows
             waves = tiling(self.NAME, launcher.target).get("split_below_waves", math.inf)
@@ -393,35 +418,39 @@ class MXFP4MoE(Kernel):
             # rs: gemm1 writes whole 128-value slices of h (zeros past d_expert), which gemm2 reads
             grid1, grid2 = -(-_align(s.d_expert, 128 if rs else 1) // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
-        h_out = torch.empty(hbuf.shape, device=dev, dtype=torch.float32) if quantize_h else hbuf
-        column_first = (skinny or rs) and t.get("raster") == "column"      # the grid's x over one tile's column groups
-
-        def grid(cols):
-            return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
-        launcher.launch_other("moe_gemm1", grid(grid1), (threads, 1, 1), layout[1]["bytes"],
-                              (x.data_ptr(), x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh,
-                               s.d_expert, tile_expert.data_ptr(), tile_rows.data_ptr(), k_top, h_out.data_ptr(), split1,
-                               tile_done.data_ptr()), ov)
-        if quantize_h:
-            launcher.launch_other("moe_quantize_h", (-(-(hbuf.shape[0] * s.De // MX_BLOCK) // 256), 1, 1), (256, 1, 1), 0,
-                                  (h_out.data_ptr(), s.De, s.d_expert, hbuf.shape[0], hbuf.data_ptr()), ov)
         shared2, threads2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2), threads
         if shared2:                          # its own rows a block and warps
             threads2 = t["shared2_warps"] * get_target(launcher.target).wave
             grid2 = -(-width // (16 * t["shared2_mt"] * t["shared2_warps"]))
-        # skinny a16w4, overlapped: gemm2's blocks of a tile wait for the tile's h parts (each block's
-        # K-part-0 warps signal), not for all of gemm1, so the tiles done first are multiplied during
-        # gemm1's last partial wave (a plain launch starts after gemm1 anyway: no counter to read)
+        # skinny a16w4 and warpgroup_rs tiles, overlapped: gemm2's blocks of a tile wait for the tile's
+        # h parts (skinny: each block's K-part-0 warps signal; rs: each block), not for all of gemm1,
+        # so the tiles done first are multiplied during gemm1's last wave (a plain launch starts after
+        # gemm1 anyway: no counter to read)
         h_parts = 0
         if ov and not quantize_h and self.params["h_wait"] == "tile" and (skinny or rs):
-            h_parts = grid1 * (t["warps"] // split1) if skinny else grid1     # rs: one signal a block
-        launcher.launch_other("moe_gemm2_shared" if shared2 else "moe_gemm2", grid(grid2), (threads2, 1, 1), layout[2]["bytes"],
-                              (hbuf.data_ptr(), s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
-                               tile_expert.data_ptr(), tile_rows.data_ptr(), topk_weights.data_ptr(), width,
-                               ybuf.data_ptr(), split2, tile_done.data_ptr(), h_parts), ov)
-        launcher.launch_other("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
-                              (ybuf.data_ptr(), topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
-        return out
+            h_parts = grid1 * (t["warps"] // split1) if skinny else grid1
+        column_first = (skinny or rs) and t.get("raster") == "column"      # the grid's x over one tile's column groups
+
+        def grid(cols):
+            return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
+        h_rows = max_tiles * bm
+        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * max_tiles,
+                 "hbuf": 2 * h_rows * h_cols, "ybuf": 2 * P * width}
+        if quantize_h:
+            sizes["h_out"] = 4 * h_rows * h_cols
+        if a4w4_x or rs:
+            sizes["x"] = 2 * M * x_stride
+        offsets, total = {}, 0
+        for name, nbytes in sizes.items():         # 256-byte aligned pieces of one workspace
+            offsets[name], total = total, total + _align(nbytes, 256)
+        offsets.setdefault("h_out", offsets["hbuf"])
+        return {"overlap": ov, "max_tiles": max_tiles, "bytes": total, "offsets": offsets,
+                "x_pass": ("moe_quantize_x" if a4w4_x else "moe_permute_x") if a4w4_x or rs else "",
+                "x_grid": (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), "x_stride": x_stride,
+                "grid1": grid(grid1), "block1": (threads, 1, 1), "smem1": layout[1]["bytes"], "split1": split1,
+                "quantize_h": quantize_h, "h_rows": h_rows, "qh_grid": (-(-(h_rows * s.De // MX_BLOCK) // 256), 1, 1),
+                "gemm2": "moe_gemm2_shared" if shared2 else "moe_gemm2", "grid2": grid(grid2),
+                "block2": (threads2, 1, 1), "smem2": layout[2]["bytes"], "split2": split2, "h_parts": h_parts}
 
     def shared2_k(self, t: dict) -> int:
         """The largest stored d_expert moe_gemm2_shared takes (0: the module has no such kernel)."""
