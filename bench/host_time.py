@@ -6,6 +6,7 @@ GPU before each timed call so that only the GPU's time is measured).
 
 Host time: from the call to its return (the launches queued, nothing waited for), the device
 synchronized after each so the queue never fills; median of --repeats. GPU time: the bench's.
+The last two columns are the same call captured once in a CUDA graph and replayed.
 """
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ def host_us(fn, inputs, repeats: int) -> float:
     return statistics.median(times)
 
 
+def captured(fn, inputs):
+    """fn(inputs) captured in a CUDA graph (warmed up on a side stream first, as torch asks)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(inputs)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(inputs)
+    return graph
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernels", default="mxfp4_moe,mla_decode")
@@ -37,7 +51,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--out", default=None, help="also write the table to DIR/host_time.txt")
     args = ap.parse_args()
-    lines = [f"{'kernel':11s} {'shape':58s} {'params':22s} {'host us':>8s} {'GPU us':>8s}"]
+    lines = [f"{'kernel':11s} {'shape':46s} {'params':22s} {'host us':>8s} {'GPU us':>8s} {'graph: host':>12s} {'GPU us':>8s}"]
     for name, cls, shape, params in _cases(args.kernels.split(","), args.shape_set):
         k = cls(**params)
         inputs = k.make_inputs(shape, 0)
@@ -45,8 +59,11 @@ def main():
             k.run(inputs)
         host = host_us(k.run, inputs, args.repeats)
         gpu = statistics.median(_time_rotating(k.run, [inputs], args.repeats))
+        graph = captured(k.run, inputs)
+        g_host = host_us(lambda _: graph.replay(), inputs, args.repeats)
+        g_gpu = statistics.median(_time_rotating(lambda _: graph.replay(), [inputs], args.repeats))
         short = ", ".join(f"{key} {v}" for key, v in shape.items() if key not in ("d_hidden", "d_expert", "topk", "shared"))
-        lines.append(f"{name:11s} {short:58s} {str(params):22s} {host:8.1f} {gpu:8.1f}")
+        lines.append(f"{name:11s} {short:46s} {str(params):22s} {host:8.1f} {gpu:8.1f} {g_host:12.1f} {g_gpu:8.1f}")
         print(lines[-1], flush=True)
     if args.out:
         with open(f"{args.out}/host_time.txt", "w") as f:

@@ -158,6 +158,31 @@ def test_warpgroup_gemm2_waits_per_tile(tiles, case, raster, mode):
     assert ok, detail
 
 
+@pytest.mark.parametrize("tiles", ["skinny", "medium", "large"])
+def test_cuda_graph_replay(tiles):
+    """A call captured in a CUDA graph (check_ids=False: no host read) replays to the eager call's
+    bits, and to the new result after new inputs are copied into the captured tensors."""
+    moe = load_tiles("a16w4", tiles)
+    inp = make_moe_inputs(37, 16, 512, 256, 4, seed=torch.seed() % (1 << 31), device="cuda", shared_experts=1)
+    out = torch.empty(37, 512, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        moe(**inp, out=out, check_ids=False)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        moe(**inp, out=out, check_ids=False)
+    for seed in (1, 2):
+        fresh = make_moe_inputs(37, 16, 512, 256, 4, seed=seed, device="cuda", shared_experts=1)
+        for name, t in inp.items():
+            t.copy_(fresh[name])
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, run_poisoned(moe, fresh)), seed
+
+
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 def test_overlapped_launches_change_no_bit(mode):
     """overlap=1 (programmatic dependent launches) against plain launches, skinny and large."""
