@@ -83,7 +83,8 @@ def test_warpgroup_rs_reads_activations_in_its_k_order():
 def test_medium_tiles_where_the_target_has_them():
     k = MXFP4MoE()
     assert k.pick_tiles(1024 * 4, 128, "sm_90a") == "medium"        # gpt-oss M1024: 32 rows an expert
-    assert k.pick_tiles(256 * 9, 33, "sm_90a") == "medium"          # R1 E33 M256: 70
+    assert k.pick_tiles(256 * 9, 33, "sm_90a") == "large"           # R1 E33 M256: 70
+    assert k.pick_tiles(2048 * 4, 128, "sm_90a") == "medium"        # gpt-oss M2048: 64
     assert k.pick_tiles(1024 * 9, 33, "sm_90a") == "large"          # R1 E33 M1024: 279
     assert k.pick_tiles(64 * 9, 33, "sm_90a") == "medium"           # R1 E33 M64: 17.5
     assert k.pick_tiles(256 * 9, 257, "sm_90a") == "skinny"         # R1 E257 M256: 9
