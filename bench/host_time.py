@@ -18,6 +18,7 @@ import torch
 
 import portable
 from portable.bench import _cases, _time_rotating
+from portable.timing import capture
 
 
 def host_us(fn, inputs, repeats: int) -> float:
@@ -29,19 +30,6 @@ def host_us(fn, inputs, repeats: int) -> float:
         times.append((time.perf_counter() - t) * 1e6)
     torch.cuda.synchronize()
     return statistics.median(times)
-
-
-def captured(fn, inputs):
-    """fn(inputs) captured in a CUDA graph (warmed up on a side stream first, as torch asks)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn(inputs)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn(inputs)
-    return graph
 
 
 def main():
@@ -59,7 +47,7 @@ def main():
             k.run(inputs)
         host = host_us(k.run, inputs, args.repeats)
         gpu = statistics.median(_time_rotating(k.run, [inputs], args.repeats))
-        graph = captured(k.run, inputs)
+        graph, _ = capture(lambda: k.run(inputs))
         g_host = host_us(lambda _: graph.replay(), inputs, args.repeats)
         g_gpu = statistics.median(_time_rotating(lambda _: graph.replay(), [inputs], args.repeats))
         short = ", ".join(f"{key} {v}" for key, v in shape.items() if key not in ("d_hidden", "d_expert", "topk", "shared"))

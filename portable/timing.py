@@ -35,3 +35,18 @@ def time_gpu(fn, warmup: int = 5, repeats: int = 50, rotate=None) -> dict:
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
     return {"times_us": times, "median_us": statistics.median(times)}
+
+
+def capture(fn):
+    """(graph, what the captured fn() returned): fn() captured in a CUDA graph after one warm-up
+    call on a side stream (as torch asks). graph.replay() re-runs its launches on whatever the
+    captured tensors then hold, into the same output tensors."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = fn()
+    return graph, result

@@ -32,3 +32,13 @@ def toolchain_or_skip(available: tuple[bool, str]):
     if os.environ.get("PORTABLE_REQUIRE_TOOLCHAINS") == "1":
         pytest.fail(f"toolchain required but missing: {why}")
     pytest.skip(why)
+
+
+def refill(inputs: dict, fresh: dict) -> None:
+    """Copy a fresh input set into the tensors of `inputs` (a captured graph reads them); the
+    sizes, which the graph baked in, must be the same."""
+    for name, t in inputs.items():
+        if isinstance(t, torch.Tensor):
+            t.copy_(fresh[name])
+        else:
+            assert t == fresh[name], name

@@ -7,6 +7,9 @@ import portable
 from portable.device import device_target
 from portable.kernels.mla_decode import compare
 from portable.refs.mla import make_mla_inputs, mla_reference
+from portable.timing import capture
+
+from conftest import refill
 
 pytestmark = pytest.mark.gpu
 
@@ -133,21 +136,10 @@ def test_cuda_graph_replay(fmt):
     inputs = make_mla_inputs(lens, 2, h, fmt, seed=1, device="cuda")
     mla = portable.load("mla_decode", kv_format=fmt)
     plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        mla(**inputs, plan=plan, return_lse=True)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out, lse = mla(**inputs, plan=plan, return_lse=True)
+    graph, (out, lse) = capture(lambda: mla(**inputs, plan=plan, return_lse=True))
     for seed in (2, 3):
         fresh = make_mla_inputs(lens, 2, h, fmt, seed=seed, device="cuda")
-        for name, t in inputs.items():
-            if isinstance(t, torch.Tensor):
-                t.copy_(fresh[name])
-            else:
-                assert t == fresh[name], name
+        refill(inputs, fresh)
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()

@@ -8,6 +8,9 @@ from portable.device import device_target
 from portable.kernels.mxfp4_moe import compare
 from portable.targets import tiling
 from portable.refs import make_moe_inputs, moe_reference
+from portable.timing import capture
+
+from conftest import refill
 
 pytestmark = pytest.mark.gpu
 
@@ -165,21 +168,10 @@ def test_cuda_graph_replay(tiles):
     moe = load_tiles("a16w4", tiles)
     inp = make_moe_inputs(37, 16, 512, 256, 4, seed=torch.seed() % (1 << 31), device="cuda", shared_experts=1)
     out = torch.empty(37, 512, device="cuda", dtype=torch.bfloat16)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        moe(**inp, out=out, check_ids=False)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        moe(**inp, out=out, check_ids=False)
+    graph, _ = capture(lambda: moe(**inp, out=out, check_ids=False))
     for seed in (1, 2):
         fresh = make_moe_inputs(37, 16, 512, 256, 4, seed=seed, device="cuda", shared_experts=1)
-        for name, t in inp.items():
-            if isinstance(t, torch.Tensor):
-                t.copy_(fresh[name])
-            else:
-                assert t == fresh[name], name
+        refill(inp, fresh)
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()

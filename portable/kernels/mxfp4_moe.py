@@ -348,7 +348,7 @@ class MXFP4MoE(Kernel):
     def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
         """Queues the call's kernels. Everything but the pointers comes from a plan made once per
         batch layout (sizes, grids, the workspace's layout), so a call costs the host a workspace
-        allocation and the launches (R1 E257 M4: 136 us of host time a call before the plans)."""
+        allocation and the launches (R1 E257 M4, one device call: 174 -> 98 us of host time a call)."""
         launcher = self.launcher(hidden_states)
         M, width = hidden_states.shape
         k_top = topk_ids.shape[1]
