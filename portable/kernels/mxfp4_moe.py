@@ -229,7 +229,7 @@ class MXFP4MoE(Kernel):
             ahead, xahead = (t["ahead"], t["ahead2"]), (t["xahead"], t["xahead2"])
             return {"MODE": self.params["mode"], "MMA_PATH": "bf16", "SKINNY": True, "BM": t["bm"], "WARPS": t["warps"],
                     "SK_AHEAD": ahead, "SK_XAHEAD": xahead, "SK_MT": (t["mt"], t["mt2"]),
-                    "SK_RASTER": t["raster"],
+                    "RASTER": t["raster"],
                     "SK_UNROLL": tuple(math.lcm(a + 1, x + 1) for a, x in zip(ahead, xahead)),
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": self.shared2_k(t),
