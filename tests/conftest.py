@@ -42,3 +42,12 @@ def refill(inputs: dict, fresh: dict) -> None:
             t.copy_(fresh[name])
         else:
             assert t == fresh[name], name
+
+
+def assert_wgmma_pipelined(kernel, what="") -> None:
+    """ptxas kept the sm_90a kernel's wgmma pipelined: no C7511 advisory ("wgmma.mma_async
+    instructions are serialized") in its compile log (skipped without NVRTC)."""
+    from portable.backends import nvrtc
+    toolchain_or_skip(nvrtc.available())
+    log = kernel.binary("sm_90a").log
+    assert "ptxas info" in log and "C7511" not in log, what

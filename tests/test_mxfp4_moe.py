@@ -8,7 +8,7 @@ from portable.kernels.mxfp4_moe import MXFP4MoE
 from portable.refs import make_moe_inputs
 from portable.targets import tiling
 
-from conftest import toolchain_or_skip
+from conftest import assert_wgmma_pipelined, toolchain_or_skip
 
 # the matrix instruction class each target's GEMMs must show, per mode
 EXPECTED = {
@@ -174,8 +174,7 @@ def test_wgmma_pipeline_not_serialized():
     instructions are serialized") in their compile log; a slice body written twice brought it
     (bench/NOTES.md mxfp4_moe v20: E33 M1024 1765.6 -> 2257.8 us)."""
     for params in ({"tiles": "medium"}, {"tiles": "large"}, {"tiles": "large", "mma": "warpgroup"}):
-        log = MXFP4MoE(**params).binary("sm_90a").log
-        assert "ptxas info" in log and "C7511" not in log, params
+        assert_wgmma_pipelined(MXFP4MoE(**params), params)
 
 
 def test_errors_before_any_launch():
