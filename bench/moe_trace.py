@@ -58,10 +58,16 @@ def traced(source: str) -> str:
     return body[:first] + TRACER + body[first:]
 
 
-def read(module, name: str, dtype, shape):
+def _global(module, name: str):
+    """(driver binding, device pointer, bytes) of the module's __device__ array `name`."""
     from cuda.bindings import driver as cu
     err, ptr, nbytes = cu.cuModuleGetGlobal(module, name.encode())
     assert not err, err
+    return cu, ptr, nbytes
+
+
+def read(module, name: str, dtype, shape):
+    cu, ptr, nbytes = _global(module, name)
     out = np.empty(shape, dtype=dtype)
     assert out.nbytes == nbytes
     (err,) = cu.cuMemcpyDtoH(out.ctypes.data, ptr, nbytes)
@@ -70,10 +76,8 @@ def read(module, name: str, dtype, shape):
 
 
 def zero(module):
-    from cuda.bindings import driver as cu
     for name in ("ptrace_t", "ptrace_sm"):
-        err, ptr, nbytes = cu.cuModuleGetGlobal(module, name.encode())
-        assert not err, err
+        cu, ptr, nbytes = _global(module, name)
         cu.cuMemsetD8(ptr, 0, nbytes)
 
 
