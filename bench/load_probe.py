@@ -1,0 +1,199 @@
+"""How fast a grid of mxfp4_moe's skinny-GEMM shape can read its weights when it does nothing
+else (CUDA only): the bytes of R1 E257 M4's gemm1 (34 experts x 512 rows x 3584 bytes), read in
+the skinny loop's pattern or contiguously, with a chosen number of 64-byte K slices a warp has
+in flight and blocks an SM, each timed beside a torch copy of the same bytes. It bounds what a
+change to the skinny GEMMs' loads can gain before any is written (bench/NOTES.md mxfp4_moe v22).
+
+    python bench/load_probe.py [--rows 17408] [--row-bytes 3584]
+
+Patterns: "skinny" is gemm1's: a block takes 16 rows, its 4 warps every 4th 64-byte slice of
+them, lane (g, t) rows g and g + 8 at bytes 16 t of the slice; "rows" gives each warp 4 whole
+rows (lane l: bytes 16 l of a 512-byte piece); "flat" reads the block's rows as one run, 512
+contiguous bytes a warp load; "async" is "skinny" by cp.async into a ring of `depth` slices a
+warp; "async_all", "bulk_all" and "ldg_sts_all" stage a block's 16 rows whole in shared memory
+(moe_gemm2_shared's form) by 16-byte cp.async, one bulk copy, or loads and stores (depth 1 only).
+`depth` slices (pieces) are loaded before any is used, as far as ptxas keeps them so: in
+the register patterns it is free to issue a load's first use right after it.
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from portable.backends import cuda_driver, nvrtc
+from portable.backends.params import ParamPacker
+from portable.timing import time_gpu
+
+SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict__ w, long long row_bytes,
+                                                         unsigned* out) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const char* base = reinterpret_cast<const char*>(w) + (long long)blockIdx.x * 16 * row_bytes;
+    unsigned acc = 0;
+#if PATTERN == 0        // skinny: slices warp, warp + 4, ...; 2 loads a slice (rows g, g + 8)
+    const int slices = row_bytes / 64;
+    const char* p0 = base + g * row_bytes + 16 * t;
+    const char* p1 = p0 + 8 * row_bytes;
+    for (int s0 = warp; s0 < slices; s0 += 4 * DEPTH) {
+        uint4 r[DEPTH][2];
+#pragma unroll
+        for (int d = 0; d < DEPTH; ++d) {
+            const int s = s0 + 4 * d;
+            if (s < slices) {
+                r[d][0] = __ldg(reinterpret_cast<const uint4*>(p0 + 64 * s));
+                r[d][1] = __ldg(reinterpret_cast<const uint4*>(p1 + 64 * s));
+            } else {
+                r[d][0] = r[d][1] = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int d = 0; d < DEPTH; ++d)
+            acc ^= r[d][0].x ^ r[d][0].y ^ r[d][0].z ^ r[d][0].w ^ r[d][1].x ^ r[d][1].y ^ r[d][1].z ^ r[d][1].w;
+    }
+#elif PATTERN == 3      // skinny by cp.async: a ring of DEPTH slices a warp in shared memory, one group a slice
+    extern __shared__ __align__(16) unsigned char ring[];
+    const int slices = row_bytes / 64;
+    const char* p0 = base + g * row_bytes + 16 * t;
+    const char* p1 = p0 + 8 * row_bytes;
+    const unsigned sb = (unsigned)__cvta_generic_to_shared(ring) + (warp * DEPTH * 32 + lane) * 32;
+    auto issue = [&](int k) {           // the warp's k-th slice into slot k % DEPTH
+        const int s = warp + 4 * k;
+        if (s < slices) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sb + (k % DEPTH) * 1024), "l"(p0 + 64 * s));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sb + (k % DEPTH) * 1024 + 16), "l"(p1 + 64 * s));
+        }
+        asm volatile("cp.async.commit_group;");
+    };
+    const int mine = (slices - warp + 3) / 4;
+    for (int k = 0; k < DEPTH; ++k) issue(k);
+    for (int k = 0; k < mine; ++k) {
+        asm volatile("cp.async.wait_group %0;" :: "n"(DEPTH - 1));
+        uint4 a, b;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(sb + (k % DEPTH) * 1024));
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w) : "r"(sb + (k % DEPTH) * 1024 + 16));
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
+        issue(k + DEPTH);               // the slot just read (its own lane's bytes: no barrier)
+    }
+#elif PATTERN >= 4      // the block's 16 rows, one contiguous run, staged whole in shared memory, then read
+    // back: by 16-byte cp.async a lane, one group (4), by one bulk copy on an mbarrier (5), or by
+    // loads and shared stores (6): moe_gemm2_shared's staging, nothing else
+    extern __shared__ __align__(128) unsigned char ring[];
+    const int n = 16 * row_bytes / 16;          // 16-byte chunks
+    const unsigned sb = (unsigned)__cvta_generic_to_shared(ring);
+#if PATTERN == 4
+    for (int i = threadIdx.x; i < n; i += 128)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sb + 16 * i), "l"(base + 16 * i));
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+#elif PATTERN == 5
+    __shared__ __align__(8) unsigned long long bar;
+    const unsigned ba = (unsigned)__cvta_generic_to_shared(&bar);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"(ba));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(ba), "r"(16 * n) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(sb), "l"(base), "r"(16 * n), "r"(ba) : "memory");
+    }
+    asm volatile("{\n\t.reg .pred p;\n\tW: mbarrier.try_wait.parity.shared.b64 p, [%0], 0;\n\t@!p bra W;\n\t}" :: "r"(ba) : "memory");
+#else
+    for (int i0 = threadIdx.x; i0 < n; i0 += 128 * 8) {
+        uint4 r[8];
+#pragma unroll
+        for (int d = 0; d < 8; ++d)
+            if (i0 + 128 * d < n) r[d] = __ldg(reinterpret_cast<const uint4*>(base) + i0 + 128 * d);
+#pragma unroll
+        for (int d = 0; d < 8; ++d)
+            if (i0 + 128 * d < n) reinterpret_cast<uint4*>(ring)[i0 + 128 * d] = r[d];
+    }
+    __syncthreads();
+#endif
+    for (int i = threadIdx.x; i < n; i += 128) {
+        const uint4 a = reinterpret_cast<const uint4*>(ring)[i];
+        acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+#else                   // rows (1): warp w's rows 4 w .. 4 w + 3 one after the other; flat (2): the block's 16 rows as one run
+    const long long n = PATTERN == 1 ? 4 * row_bytes / 512 : 16 * row_bytes / 512;
+    const char* p = base + (PATTERN == 1 ? 4 * warp * row_bytes : 512 * warp) + 16 * lane;
+    const int step = PATTERN == 1 ? 1 : 4;
+    for (long long i0 = 0; i0 < (PATTERN == 1 ? n : n / 4); i0 += 2 * DEPTH) {
+        uint4 r[2 * DEPTH];
+#pragma unroll
+        for (int d = 0; d < 2 * DEPTH; ++d) {
+            const long long i = i0 + d;
+            r[d] = i < (PATTERN == 1 ? n : n / 4) ? __ldg(reinterpret_cast<const uint4*>(p + 512 * step * i)) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int d = 0; d < 2 * DEPTH; ++d) acc ^= r[d].x ^ r[d].y ^ r[d].z ^ r[d].w;
+    }
+#endif
+    if (acc == 0x9e3779b9u) out[0] = acc;     // never true for these inputs: keeps the loads
+}
+"""
+PATTERNS = {"skinny": 0, "rows": 1, "flat": 2, "async": 3, "async_all": 4, "bulk_all": 5, "ldg_sts_all": 6}
+
+
+def compile_probe(pattern: str, depth: int):
+    return nvrtc.compile(SOURCE, "sm_90a", {"defines": {"PATTERN": PATTERNS[pattern], "DEPTH": depth}})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=34 * 512)
+    ap.add_argument("--row-bytes", type=int, default=3584)
+    ap.add_argument("--depths", default="1,2,4,7")
+    ap.add_argument("--blocks-per-sm", default="4,8,16")
+    ap.add_argument("--patterns", default=",".join(PATTERNS))
+    args = ap.parse_args()
+    if args.row_bytes % 128 or args.rows % 16:
+        ap.error(f"--row-bytes must be a multiple of 128 and --rows of 16 (the patterns' pieces); got {args.row_bytes}, {args.rows}")
+    nbytes = args.rows * args.row_bytes
+    # two copies of the weights, alternated, so the 50 MB L2 does not serve one call from the last
+    bufs = [torch.randint(1, 255, (nbytes,), dtype=torch.uint8, device="cuda") for _ in range(2)]
+    out = torch.zeros(4, dtype=torch.int32, device="cuda")
+    dst = torch.empty_like(bufs[0])
+    turn = [0]
+
+    def rotate(i):
+        turn[0] = i & 1
+
+    def time_us(fn):
+        return time_gpu(fn, rotate=rotate)["median_us"]
+
+    copy_us = time_us(lambda: dst.copy_(bufs[turn[0]]))
+    print(f"torch copy of {nbytes / 1e6:.1f} MB: {copy_us:.1f} us = {2 * nbytes / copy_us / 1e6:.3f} TB/s (read + write)")
+    props = torch.cuda.get_device_properties(0)
+    smem_sm = props.shared_memory_per_multiprocessor
+    launch, pk = cuda_driver.launch_function(), ParamPacker(("ptr", "i64", "ptr"))
+    rows = []
+    for name in args.patterns.split(","):
+        pat = PATTERNS[name]
+        for depth in map(int, args.depths.split(",")):
+            mod = cuda_driver.load(compile_probe(name, depth).code, 0)
+            fn = cuda_driver.get_function(mod, "probe")
+            for bps in map(int, args.blocks_per_sm.split(",")):
+                smem = smem_sm // bps - 2048 - 256    # room for bps blocks, each with its reserved and static shared bytes
+                if pat == 3 and smem < 4 * depth * 1024 or pat >= 4 and (smem < 16 * args.row_bytes or depth > 1):
+                    continue
+                cuda_driver.set_max_dynamic_smem(fn, smem)
+
+                def run():
+                    w = bufs[turn[0]]
+                    err = launch(fn, args.rows // 16, 1, 1, 128, 1, 1, smem,
+                                 cuda_driver.stream_handle(torch.cuda.current_stream().cuda_stream),
+                                 pk.pack((w.data_ptr(), args.row_bytes, out.data_ptr())), 0)[0]
+                    cuda_driver.raise_for(err, "probe")
+                us = time_us(run)
+                rows.append((name, depth, bps, us, nbytes / us / 1e6))
+                print(f"{name:7s} depth {depth:2d} blocks/SM {bps:2d}: {us:7.1f} us  {nbytes / us / 1e6:.3f} TB/s", flush=True)
+    print("\npattern  depth  blocks/SM      us   TB/s (read)")
+    for r in rows:
+        print(f"{r[0]:7s} {r[1]:6d} {r[2]:10d} {r[3]:7.1f} {r[4]:6.3f}")
+
+
+if __name__ == "__main__":
+    main()

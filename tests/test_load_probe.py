@@ -1,0 +1,27 @@
+"""bench/load_probe.py: every pattern compiles for sm_90a with the loads or copies it names and
+no spills (CPU only; the timings need the H100)."""
+import importlib.util
+import pathlib
+
+import pytest
+
+from portable.errors import ToolchainMissing
+
+_spec = importlib.util.spec_from_file_location("load_probe", pathlib.Path(__file__).parents[1] / "bench" / "load_probe.py")
+load_probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(load_probe)
+
+# what each pattern's SASS must hold: its global reads
+READS = {"skinny": "LDG.E.128", "rows": "LDG.E.128", "flat": "LDG.E.128", "async": "LDGSTS.E.BYPASS.128",
+         "async_all": "LDGSTS.E.BYPASS.128", "bulk_all": "UBLKCP", "ldg_sts_all": "LDG.E.128"}
+
+
+@pytest.mark.parametrize("pattern", list(load_probe.PATTERNS))
+def test_pattern_compiles_with_its_reads(pattern):
+    assert set(READS) == set(load_probe.PATTERNS)
+    try:
+        binary = load_probe.compile_probe(pattern, 2 if pattern in ("skinny", "rows", "flat", "async") else 1)
+    except ToolchainMissing as e:
+        pytest.skip(str(e))
+    assert READS[pattern] in binary.asm, (pattern, READS[pattern])
+    assert binary.meta["kernels"]["probe"]["spill_bytes"] == 0
