@@ -68,12 +68,15 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
     ("large tiles", "large", {}), ("partial K slice", "large", {"ahead": 1, "ahead2": 1}),
     ("padded dims", "large", {"bm": 256, "groups": 1, "bn": 64, "bn2": 128, "stages": 3}),
     ("R1-like", "large", {"stages": 6}), ("large tiles", "medium", {}), ("partial K slice", "medium", {}),
-    ("large tiles", "large", {"mma": "warpgroup"}), ("partial K slice", "medium", {"mma": "warpgroup"})])
+    ("large tiles", "large", {"mma": "warpgroup"}), ("partial K slice", "medium", {"mma": "warpgroup"}),
+    ("partial K slice", "medium", {"gemm1_type": "bf16"}), ("padded dims", "large", {"gemm1_type": "f16"}),
+    ("R1-like", "medium", {"gemm1_type": "bf16"}), ("large tiles", "large", {"gemm1_type": "f16", "groups": 1, "bn": 64, "bn2": 128})])
 def test_warpgroup_rs_tiles(case, tiles, params, mode):
     """Weights decoded into the A registers of warpgroup MMA (templates/mxfp4_moe_rs.j2): the
     permuted K order of x and h, partial 128-value slices (2880), padded dims, 64-256 pairs a tile
     (products 16-256 wide), one or two 64-row weight groups a warpgroup, 3-6 stages, one or two
-    weight slices ahead; bitwise repeatable. The shared-tile form ("warpgroup") is checked too."""
+    weight slices ahead, gemm1 in f16 (the default) and in bf16; bitwise repeatable. The
+    shared-tile form ("warpgroup") is checked too."""
     params = {"mma": "warpgroup_rs", **params}
     if f"{tiles}_{params['mma']}" not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
         pytest.skip(f"no [{tiles}_{params['mma']}] tiling for this GPU's target")
@@ -188,10 +191,11 @@ def test_overlapped_launches_change_no_bit(mode):
 
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-def test_tokens_at_far_apart_scales(mode):
-    """Skinny tiles on 2880-wide K (a partial last slice) and 2880 rows, tokens whose activations
-    differ by up to 2^40, each checked against its own scale."""
-    moe = portable.load("mxfp4_moe", mode=mode, tiles="skinny")
+@pytest.mark.parametrize("tiles", ["skinny", "medium", "large"])
+def test_tokens_at_far_apart_scales(mode, tiles):
+    """2880-wide K (a partial last slice) and 2880 rows, tokens whose activations differ by up to
+    2^40, each checked against its own scale (the warpgroup_rs gemm1 scales each token into f16)."""
+    moe = load_tiles(mode, tiles)
     inp = make_moe_inputs(24, 12, 2880, 2880, 4, seed=torch.seed() % (1 << 31), device="cuda")
     powers = torch.tensor([2.0 ** (10 * (i % 5) - 20) for i in range(24)], device="cuda")
     inp["hidden_states"] = (inp["hidden_states"].float() * powers[:, None]).to(torch.bfloat16)
@@ -226,6 +230,18 @@ def test_block_scales_above_two(shift, mode, tiles):
     for key in ("w13_scale", "w2_scale"):
         inp[key] = inp[key] + shift
     inp["hidden_states"] = inp["hidden_states"] * 2.0 ** (-2 * shift)
+    moe = load_tiles(mode, tiles)
+    ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp, mode=mode))
+    assert ok, detail
+
+
+@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
+@pytest.mark.parametrize("tiles", ["medium", "large"])
+def test_block_scales_spread_within_a_row(mode, tiles):
+    """Every block of w13 at its own scale, 2^-27 .. 2^4 (codes 100-131), so one row's blocks span
+    2^31: the f16 gemm1 scales each weight row by its largest block (blocks far below it round)."""
+    inp = make_moe_inputs(40, 8, 1024, 256, 2, seed=torch.seed() % (1 << 31), device="cuda")
+    inp["w13_scale"] = torch.randint(100, 132, inp["w13_scale"].shape, dtype=torch.uint8, device="cuda")
     moe = load_tiles(mode, tiles)
     ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp, mode=mode))
     assert ok, detail

@@ -48,57 +48,69 @@ __device__ __forceinline__ void wg_fence_acc(float (&d)[R]) {
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 // d (64 x 16 fp32, 8 a thread) += A (64 x 16, registers) x B (16 x 16, descriptor), f16 or bf16
-#define WG_MMA_N16(NAME, TYPE)                                                                        \
-template <int R>                                                                                      \
-__device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {    \
-    static_assert(R >= 8, "64 x 16 fp32 needs 8 accumulators a thread");                             \
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"                                        \
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                       \
-                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"                      \
+#define WG_MMA_N16(NAME, TYPE)                                                                           \
+template <int R>                                                                                         \
+__device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {      \
+    static_assert(R >= 8, "64 x 16 fp32 needs 8 accumulators a thread");                                 \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %13, 0;\n\t"                                            \
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32." TYPE "." TYPE " "                         \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0; }"                        \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");            \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");               \
 }
 WG_MMA_N16(wg_mma_f16_n16, "f16")
 WG_MMA_N16(wg_mma_bf16_n16, "bf16")
-// d (64 x N fp32, the first N / 2 of a thread's accumulators) += A (64 x 16 bf16, registers, the
-// layout above) x B (16 x N, K-major descriptor): mxfp4_moe's "warpgroup_rs" tiles (weights
-// decoded straight into A, the tile's activations as B, N the tile's rows rounded up).
-template <int R>
-__device__ __forceinline__ void wg_mma_bf16_n32(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {
-    static_assert(R >= 16, "64 x 32 fp32 needs 16 accumulators a thread");
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+// d (64 x N fp32, the first N / 2 of a thread's accumulators) += A (64 x 16, registers, the
+// layout above) x B (16 x N, K-major descriptor), bf16 or f16: mxfp4_moe's "warpgroup_rs" tiles
+// (weights decoded straight into A, the tile's activations as B, N the tile's rows rounded up).
+#define WG_MMA_N32(NAME, TYPE)                                                                           \
+template <int R>                                                                                         \
+__device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {      \
+    static_assert(R >= 16, "64 x 32 fp32 needs 16 accumulators a thread");                               \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0;\n\t"                                            \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " "                         \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0; }" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");               \
 }
-template <int R>
-__device__ __forceinline__ void wg_mma_bf16_n64(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {
-    static_assert(R >= 32, "64 x 64 fp32 needs 32 accumulators a thread");
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+WG_MMA_N32(wg_mma_bf16_n32, "bf16")
+WG_MMA_N32(wg_mma_f16_n32, "f16")
+#define WG_MMA_N64(NAME, TYPE)                                                                           \
+template <int R>                                                                                         \
+__device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {      \
+    static_assert(R >= 32, "64 x 64 fp32 needs 32 accumulators a thread");                               \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n\t"                                            \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                         \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0; }" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");               \
 }
-template <int R>
-__device__ __forceinline__ void wg_mma_bf16_n128(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {
-    static_assert(R >= 64, "64 x 128 fp32 needs 64 accumulators a thread");
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+WG_MMA_N64(wg_mma_bf16_n64, "bf16")
+WG_MMA_N64(wg_mma_f16_n64, "f16")
+#define WG_MMA_N128(NAME, TYPE)                                                                          \
+template <int R>                                                                                         \
+__device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {      \
+    static_assert(R >= 64, "64 x 128 fp32 needs 64 accumulators a thread");                              \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n\t"                                            \
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " "                        \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0; }" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");               \
 }
-template <int R>
-__device__ __forceinline__ void wg_mma_bf16_n256(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {
-    static_assert(R >= 128, "64 x 256 fp32 needs 128 accumulators a thread");
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %133, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");
+WG_MMA_N128(wg_mma_bf16_n128, "bf16")
+WG_MMA_N128(wg_mma_f16_n128, "f16")
+#define WG_MMA_N256(NAME, TYPE)                                                                          \
+template <int R>                                                                                         \
+__device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {      \
+    static_assert(R >= 128, "64 x 256 fp32 needs 128 accumulators a thread");                            \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %133, 0;\n\t"                                           \
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " "                        \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, {%128,%129,%130,%131}, %132, p, 1, 1, 0; }" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");               \
 }
+WG_MMA_N256(wg_mma_bf16_n256, "bf16")
+WG_MMA_N256(wg_mma_f16_n256, "f16")
 // d (64 x N fp32, N / 2 a thread) += A (64 x 16 bf16) x B (16 x N bf16), both from shared memory;
 // warp w of the warpgroup holds D rows 16w.. in the layout above. B is K-major, except in the
 // _mn form: N-major (the tile's rows run along K; mla_decode's heads loop reads V this way from
@@ -186,4 +198,35 @@ __device__ __forceinline__ unsigned f32x2_to_f16x2_rn(float lo, float hi) {
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
+}
+
+// ---- MXFP4 decode to f16 (mxfp4_moe's warpgroup_rs gemm1). An E2M1 code's sign and magnitude
+// bits placed as an f16's sign and its lowest exponent bits and top mantissa bit read as the
+// code's value x 2^-14 exactly, subnormal code 0.5 included. Placed a byte at a time (the high
+// bytes of f16s), the even codes of a word need one shift pattern and the odd ones another, so
+// eight codes take 7 logic ops and shifts, 4 byte permutes (each byte into an f16's high byte, a
+// zero low byte) and 4 f16x2 multiplies by the block scale: 15 instructions where the bf16 table
+// decode takes 19, 11 of them on the integer pipe against 15 (bench/NOTES.md mxfp4_moe v23).
+// o0 holds codes (0, 2), o1 (4, 6), o2 (1, 3), o3 (5, 7): the K order mxfp4_moe's
+// store_rs_order_f16 writes the activations in.
+__device__ __forceinline__ void e2m1x8_f16(unsigned w, unsigned scale2, unsigned& o0, unsigned& o1,
+                                                unsigned& o2, unsigned& o3) {
+    // each byte: the code's sign at bit 7, its magnitude bits at 1-3 (odd codes: high nibbles)
+    const unsigned odd = (w & 0x80808080u) | ((w >> 3) & 0x0e0e0e0eu);
+    const unsigned even = ((w << 4) & 0x80808080u) | ((w << 1) & 0x0e0e0e0eu);
+    const unsigned p0 = __byte_perm(even, 0u, 0x1404u), p1 = __byte_perm(even, 0u, 0x3424u);
+    const unsigned p2 = __byte_perm(odd, 0u, 0x1404u), p3 = __byte_perm(odd, 0u, 0x3424u);
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(o0) : "r"(p0), "r"(scale2));
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(o1) : "r"(p1), "r"(scale2));
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(o2) : "r"(p2), "r"(scale2));
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(o3) : "r"(p3), "r"(scale2));
+}
+// The multiplier of e2m1x8_f16 for a block of a row whose largest E8M0 code is emax (at most
+// 254): 2^(code - emax + 15) as two f16, so the row's decoded values are its true ones times
+// 2^(128 - emax), at most 12 in magnitude, exact down to blocks 2^23 below the row's largest
+// (f16 subnormals round below that; from 2^40 below a block reads as zero); code 255 gives NaN.
+__device__ __forceinline__ unsigned e8m0_f16x2_rel(unsigned code, int emax) {
+    const int k = (int)code - emax + 142;                      // the f32 exponent field of 2^(code - emax + 15)
+    const float m = __uint_as_float(code == 255u ? 0x7fc00000u : k > 0 ? (unsigned)k << 23 : 0u);
+    return f32x2_to_f16x2_rn(m, m);
 }

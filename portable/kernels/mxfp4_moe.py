@@ -9,7 +9,8 @@ moe_route (pairs -> expert-ordered tiles) -> moe_gemm1 (gate/up, SwiGLU) -> moe_
 times the routing weight) -> moe_combine (sum of each token's slots in slot order: the result
 is the same bit for bit on every run, no atomics). a4w4 on the bf16 path adds moe_quantize_x
 (x rounded through MXFP4 once) and, with skinny tiles, moe_quantize_h; a16w4 on sm_90a's
-warpgroup_rs tiles adds moe_permute_x (x in the K order those GEMMs read). Weights stay FP4 +
+warpgroup_rs tiles adds moe_permute_x (x in the K order those GEMMs read; in f16, scaled per
+token, where the tiling's gemm1_type is "f16"). Weights stay FP4 +
 E8M0 in memory; they are decoded in registers (skinny tiles, sm_90a's warpgroup_rs tiles) or
 shared memory (the other bf16 tiles), or fed to the target's block-scaled FP4 matrix instruction
 as they are (a4w4 where targets.toml gives the target an `fp4_matrix`).
@@ -90,6 +91,10 @@ class MXFP4MoE(Kernel):
         "mma": Choice(("", "sync", "warpgroup", "warpgroup_rs"), ""),
         "stages": Choice((0, 3, 4, 5, 6), 0),     # warpgroup_rs: shared slices of activations (0: the tiling's)
         "groups": Choice((0, 1, 2), 0),           # warpgroup_rs: 64-row weight groups a warpgroup (0: the tiling's)
+        # warpgroup_rs gemm1's operands: "f16" (x scaled per token and the weights per row into f16,
+        # whose E2M1 decode takes 15 instructions for 8 codes where bf16's takes 19; the same
+        # products exactly: bench/NOTES.md mxfp4_moe v23), "bf16" as gemm2, "" = the tiling's `gemm1_type`
+        "gemm1_type": Choice(("", "f16", "bf16"), ""),
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -104,15 +109,15 @@ class MXFP4MoE(Kernel):
         # tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32"),
         "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32"),   # skinny modules with a shared2_k
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
-        "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),
+        "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
-        "moe_permute_x": ("ptr", "i32", "i32", "i32", "ptr", "i32"),     # warpgroup_rs modules only
+        "moe_permute_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),     # warpgroup_rs modules only
     }
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"mode": m} for m in ref.MODES]
@@ -130,7 +135,8 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups") if self.params[k]})
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type")
+                  if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
             t = {**SKINNY_DEFAULTS, **t}
@@ -275,7 +281,12 @@ class MXFP4MoE(Kernel):
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
                 "RASTER": t.get("raster", "tile"),
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
-                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout}
+                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target)}
+
+    def rs_f16(self, target) -> bool:
+        """Whether gemm1 multiplies in f16 (warpgroup_rs tiles whose gemm1_type is "f16"): x then goes
+        through mx_rows_f16, one token a block, which also writes each token's scale exponent."""
+        return self.mma_path(target) == "warpgroup_rs" and self.tiles(target).get("gemm1_type") == "f16"
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
@@ -370,10 +381,10 @@ class MXFP4MoE(Kernel):
         if plan["x_pass"]:              # x rounded through MXFP4 once, or (rs) put in the GEMM's K order
             x, x_stride = at["x"], plan["x_stride"]
             go(plan["x_pass"], plan["x_grid"], (256, 1, 1), 0,
-               (hidden_states.data_ptr(), width, s.d_hidden, M, x, x_stride), ov)
+               (hidden_states.data_ptr(), width, s.d_hidden, M, x, x_stride, at.get("xexp", 0)), ov)
         go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
            (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
-            at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"]), ov)
+            at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0)), ov)
         if plan["quantize_h"]:
             go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
                (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
@@ -440,13 +451,16 @@ class MXFP4MoE(Kernel):
             sizes["h_out"] = 4 * h_rows * h_cols
         if a4w4_x or rs:
             sizes["x"] = 2 * M * x_stride
+        f16 = self.rs_f16(launcher.target)
+        if f16:
+            sizes["xexp"] = 4 * M
         offsets, total = {}, 0
         for name, nbytes in sizes.items():         # 256-byte aligned pieces of one workspace
             offsets[name], total = total, total + _align(nbytes, 256)
         offsets.setdefault("h_out", offsets["hbuf"])
         return {"overlap": ov, "max_tiles": max_tiles, "bytes": total, "offsets": offsets,
                 "x_pass": ("moe_quantize_x" if a4w4_x else "moe_permute_x") if a4w4_x or rs else "",
-                "x_grid": (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), "x_stride": x_stride,
+                "x_grid": (M, 1, 1) if f16 else (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), "x_stride": x_stride,
                 "grid1": grid(grid1), "block1": (threads, 1, 1), "smem1": layout[1]["bytes"], "split1": split1,
                 "quantize_h": quantize_h, "h_rows": h_rows, "qh_grid": (-(-(h_rows * s.De // MX_BLOCK) // 256), 1, 1),
                 "gemm2": "moe_gemm2_shared" if shared2 else "moe_gemm2", "grid2": grid(grid2),
