@@ -126,8 +126,7 @@ def main():
         base = portable.load("mxfp4_moe", **json.loads(args.params))
         inputs = base.make_inputs(shape, 0)
         P = shape["M"] * (shape["topk"] + shape["shared"])
-        kind = base.pick_tiles(P, shape["E"], "sm_90a") if base.params["tiles"] == "auto" else base.params["tiles"]
-        k = base.variant(kind)
+        k = base.auto_variant(P, shape["E"], shape["d_hidden"], "sm_90a") if base.params["tiles"] == "auto" else base
         ok, detail = k.verify(inputs, k.run(inputs))
         for _ in range(20):
             k.run(inputs)
@@ -141,7 +140,7 @@ def main():
         torch.cuda.synchronize()
         t = read(module, "ptrace_t", np.uint64, (len(KERNELS), 2, SLOTS)).astype(np.int64)
         sm = read(module, "ptrace_sm", np.uint32, (len(KERNELS), SLOTS))
-        print(f"\n== {shape['model']} M={shape['M']} tiles={kind} {args.params}: {'ok' if ok else detail}; "
+        print(f"\n== {shape['model']} M={shape['M']} tiles={k.params['tiles']} {args.params}: {'ok' if ok else detail}; "
               f"the host queued the call in {host:.0f} us")
         summarize(t, sm, args.bin)
 

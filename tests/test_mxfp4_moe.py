@@ -147,6 +147,17 @@ def test_tile_choice_and_variants():
     assert k.variant("large").tiles("gfx942")["bm"] == 64            # 64 KB of LDS
 
 
+def test_auto_variant_takes_the_deep_medium_tiles_from_d_hidden():
+    k = MXFP4MoE()
+    deep = k.auto_variant(64 * 9, 33, 7168, "sm_90a")                # R1 E33 M64: medium, d_hidden 7168
+    assert deep.params["tiles"] == "medium" and deep.tiles("sm_90a")["ahead"] == 2 == deep.tiles("sm_90a")["ahead2"]
+    assert deep is k.auto_variant(64 * 9, 33, 7168, "sm_90a")        # cached
+    plain = k.auto_variant(1024 * 4, 128, 2880, "sm_90a")            # gpt-oss M1024: medium, d_hidden 2880
+    assert plain.params["tiles"] == "medium" and plain.tiles("sm_90a")["ahead"] == 3
+    assert k.auto_variant(4 * 9, 257, 7168, "sm_90a").params["tiles"] == "skinny"     # other kinds as they are
+    assert MXFP4MoE(ahead=3).auto_variant(64 * 9, 33, 7168, "sm_90a").tiles("sm_90a")["ahead"] == 3   # the caller's stays
+
+
 def test_kernels_launched_overlapped_wait_for_the_one_before():
     """Every kernel launched overlapped after moe_route has griddepcontrol.wait (ACQBULK in the
     SASS) on CUDA; HIP compiles the same template with no-ops."""

@@ -70,7 +70,7 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
     ("R1-like", "large", {"stages": 6}), ("large tiles", "medium", {}), ("partial K slice", "medium", {}),
     ("large tiles", "large", {"mma": "warpgroup"}), ("partial K slice", "medium", {"mma": "warpgroup"}),
     ("partial K slice", "medium", {"gemm1_type": "bf16"}), ("padded dims", "large", {"gemm1_type": "f16"}),
-    ("R1-like", "medium", {"gemm1_type": "bf16"}), ("large tiles", "large", {"gemm1_type": "f16", "groups": 1, "bn": 64, "bn2": 128})])
+    ("R1-like", "medium", {"gemm1_type": "bf16"}), ("R1-like", "medium", {"ahead": 2, "ahead2": 2}), ("large tiles", "large", {"gemm1_type": "f16", "groups": 1, "bn": 64, "bn2": 128})])
 def test_warpgroup_rs_tiles(case, tiles, params, mode):
     """Weights decoded into the A registers of warpgroup MMA (templates/mxfp4_moe_rs.j2): the
     permuted K order of x and h, partial 128-value slices (2880), padded dims, 64-256 pairs a tile

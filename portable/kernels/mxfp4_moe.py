@@ -178,13 +178,26 @@ class MXFP4MoE(Kernel):
         """Whether this kernel runs the skinny GEMMs on `target`."""
         return self.tile_kind(target) in SKINNY_KINDS
 
-    def variant(self, tiles: str) -> "MXFP4MoE":
-        if self.params["tiles"] == tiles:
+    def variant(self, tiles: str, **over) -> "MXFP4MoE":
+        """This kernel with `tiles` and the parameters in `over` (built once, then cached)."""
+        if self.params["tiles"] == tiles and not over:
             return self
+        key = (tiles, tuple(sorted(over.items())))
         variants = self.__dict__.setdefault("_variants", {})
-        if tiles not in variants:
-            variants[tiles] = MXFP4MoE(target=self.target, **{**self.params, "tiles": tiles})
-        return variants[tiles]
+        if key not in variants:
+            variants[key] = MXFP4MoE(target=self.target, **{**self.params, "tiles": tiles, **over})
+        return variants[key]
+
+    def auto_variant(self, pairs: int, experts: int, d_hidden: int, target: str) -> "MXFP4MoE":
+        """The variant a call with tiles="auto" runs: pick_tiles' kind, and on the medium tiles
+        the target's `medium_deep` parameters from `medium_deep_from_hidden` (targets.toml) where
+        the caller left them at 0."""
+        kind = self.pick_tiles(pairs, experts, target)
+        table = tiling(self.NAME, target)
+        over = {}
+        if kind == "medium" and d_hidden >= table.get("medium_deep_from_hidden", math.inf):
+            over = {k: v for k, v in table["medium_deep"].items() if not self.params[k]}
+        return self.variant(kind, **over)
 
     def layout(self, target: str) -> dict:
         """Shared-memory layout of both GEMMs (byte offsets and leading dimensions): the one place
@@ -341,7 +354,7 @@ class MXFP4MoE(Kernel):
             return out
         target = device_target(hidden_states.device.index if hidden_states.device.index is not None
                                else torch.cuda.current_device()).name
-        kernel = self.variant(self.pick_tiles(P, s.E, target)) if self.params["tiles"] == "auto" else self
+        kernel = self.auto_variant(P, s.E, s.d_hidden, target) if self.params["tiles"] == "auto" else self
         return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out)
 
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
