@@ -136,6 +136,14 @@ def dequantize_mxfp4(packed: torch.Tensor, scales: torch.Tensor, dtype: torch.dt
     return values.reshape(*packed.shape[:-1], k).to(dtype)
 
 
+def scale_row_max(scales: torch.Tensor) -> torch.Tensor:
+    """Each row's largest E8M0 scale code: uint8 of scales.shape[:-1]. Computed once where the
+    weights are loaded and passed to mxfp4_moe (w13_row_max), it spares the f16 GEMM a scan of
+    every row's scales before its first weight load."""
+    _require_dtype("scales", scales, torch.uint8)
+    return scales.amax(dim=-1)
+
+
 def qdq_mxfp4(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Quantize then dequantize along the last dim, zero-padding it to a multiple of 32 first.
 

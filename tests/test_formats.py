@@ -7,7 +7,7 @@ import torch
 from portable.errors import InputError
 from portable.formats import (E4M3FN_AS_FNUZ_SCALE, dequantize_fp8, dequantize_mxfp4, e4m3fn_to_e4m3fnuz,
                               e8m0_to_float, pack_nibbles, qdq_mxfp4, quantize_fp8_e4m3, quantize_mxfp4,
-                              reinterpret_e4m3fn_as_fnuz, unpack_nibbles)
+                              reinterpret_e4m3fn_as_fnuz, scale_row_max, unpack_nibbles)
 
 # Every E2M1 code with its value, worked out by hand from S.EE.M (exponent bias 1, E=0 subnormal):
 #   0.00.0 = 0   0.00.1 = 0.5 (subnormal 0.1b * 2^0)   0.01.0 = 1   0.01.1 = 1.5
@@ -247,3 +247,10 @@ def test_fnuz_reinterpretation_halves_values():
     assert torch.equal(read_as_fnuz[finite] * E4M3FN_AS_FNUZ_SCALE, fn_values[finite])
     assert read_as_fnuz[~finite].isnan().all()
     assert reinterpret_e4m3fn_as_fnuz(torch.tensor([0x80], dtype=torch.uint8)).tolist() == [0]
+
+
+def test_scale_row_max():
+    scales = torch.tensor([[[0, 3, 2], [127, 255, 1]], [[200, 200, 7], [0, 0, 0]]], dtype=torch.uint8)
+    assert scale_row_max(scales).tolist() == [[3, 255], [200, 0]]
+    with pytest.raises(InputError, match="scales"):
+        scale_row_max(scales.float())

@@ -5,6 +5,7 @@ import torch
 
 import portable
 from portable.device import device_target
+from portable.formats import scale_row_max
 from portable.kernels.mxfp4_moe import compare
 from portable.targets import tiling
 from portable.refs import make_moe_inputs, moe_reference
@@ -65,7 +66,7 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
 
 @pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
 @pytest.mark.parametrize("case,tiles,params", [
-    ("large tiles", "large", {}), ("partial K slice", "large", {"ahead": 1, "ahead2": 1}),
+    ("large tiles", "large", {}), ("partial K slice", "large", {"ahead": 1, "ahead2": 1, "gemm1_type": "bf16"}),
     ("padded dims", "large", {"bm": 256, "groups": 1, "bn": 64, "bn2": 128, "stages": 3}),
     ("R1-like", "large", {"stages": 6}), ("large tiles", "medium", {}), ("partial K slice", "medium", {}),
     ("large tiles", "large", {"mma": "warpgroup"}), ("partial K slice", "medium", {"mma": "warpgroup"}),
@@ -247,6 +248,27 @@ def test_block_scales_spread_within_a_row(mode, tiles):
     assert ok, detail
 
 
+@pytest.mark.parametrize("case,tiles,scales", [("R1-like", "medium", None), ("partial K slice", "medium", None),
+                                               ("large tiles", "medium", (100, 132)), ("padded dims", "large", None)])
+def test_given_row_maxima_change_no_bit(case, tiles, scales):
+    """w13_row_max (scale_row_max of w13_scale, given where the weights are loaded) in place of the
+    f16 gemm1's scan: the same bits, on the medium and large rs tiles in f16, block scales spread
+    over 2^31 inside a row among them."""
+    params = {"gemm1_type": "f16"}
+    if f"{tiles}_warpgroup_rs" not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
+        pytest.skip(f"no [{tiles}_warpgroup_rs] tiling for this GPU's target")
+    args, opts = CASES[case]
+    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
+    if scales:
+        inp["w13_scale"] = torch.randint(*scales, inp["w13_scale"].shape, dtype=torch.uint8, device="cuda")
+    moe = portable.load("mxfp4_moe", tiles=tiles, **params)
+    scanned = run_poisoned(moe, inp)
+    given = run_poisoned(moe, inp, w13_row_max=scale_row_max(inp["w13_scale"]))
+    ok, detail = compare(given, moe_reference(**inp))
+    assert ok, f"{case} {tiles}: {detail}"
+    assert torch.equal(given, scanned)
+
+
 def test_out_of_range_ids():
     inp = make_moe_inputs(8, 6, 256, 128, 2, seed=3, device="cuda")
     moe = portable.load("mxfp4_moe")
@@ -275,3 +297,5 @@ def test_errors_name_the_argument():
         moe(**dict(inp, w13=inp["w13"].cpu()))
     with pytest.raises(portable.InputError, match="out"):
         moe(**inp, out=torch.empty(4, 128, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(portable.InputError, match="w13_row_max"):
+        moe(**inp, w13_row_max=scale_row_max(inp["w13_scale"])[:, :-1])

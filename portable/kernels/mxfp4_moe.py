@@ -23,7 +23,7 @@ import torch
 
 from ..device import device_target
 from ..errors import InputError, TargetError
-from ..formats import MX_BLOCK
+from ..formats import MX_BLOCK, scale_row_max
 from ..params import Choice
 from ..refs import moe as ref
 from ..targets import get_target, tiling
@@ -109,7 +109,7 @@ class MXFP4MoE(Kernel):
         # tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32"),
@@ -323,16 +323,24 @@ class MXFP4MoE(Kernel):
 
     # --- call ---------------------------------------------------------------------------
     def __call__(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, *,
-                 d_hidden: int | None = None, d_expert: int | None = None, check_ids: bool = True, out=None):
+                 d_hidden: int | None = None, d_expert: int | None = None, check_ids: bool = True, out=None,
+                 w13_row_max=None):
         """out (M, hidden_states.shape[1]) bf16, new or the given `out`. check_ids=True reads the
         ids' range on the host (one device sync); with False an out-of-range id is skipped on the
-        GPU (its slot adds nothing) and the call queues its launches without waiting."""
+        GPU (its slot adds nothing) and the call queues its launches without waiting.
+        w13_row_max: `portable.formats.scale_row_max(w13_scale)`, computed once where the weights
+        are loaded; the f16 gemm1 then reads it instead of scanning each row's scales (the same
+        bits either way). It must be that tensor: a smaller code overflows f16 products."""
         s = ref._check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, d_hidden, d_expert,
                        self.params["mode"], check_ids=check_ids)
         M, width = hidden_states.shape
         k_top = topk_ids.shape[1]
         named = (("hidden_states", hidden_states), ("w13", w13), ("w13_scale", w13_scale), ("w2", w2),
                  ("w2_scale", w2_scale), ("topk_weights", topk_weights), ("topk_ids", topk_ids))
+        if w13_row_max is not None:
+            ref._tensor("w13_row_max", w13_row_max, torch.uint8, 2)
+            ref._shape("w13_row_max", w13_row_max, w13_scale.shape[:2])
+            named += (("w13_row_max", w13_row_max),)
         for name, t in named:
             if t.device.type != "cuda":
                 raise InputError(f"{name}: expected a tensor on a GPU (device 'cuda'), got device '{t.device}'")
@@ -355,7 +363,7 @@ class MXFP4MoE(Kernel):
         target = device_target(hidden_states.device.index if hidden_states.device.index is not None
                                else torch.cuda.current_device()).name
         kernel = self.auto_variant(P, s.E, s.d_hidden, target) if self.params["tiles"] == "auto" else self
-        return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out)
+        return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out, w13_row_max)
 
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
         """Large tiles once the average expert gets enough rows to fill them (no host sync: the
@@ -369,7 +377,7 @@ class MXFP4MoE(Kernel):
             return "skinny_wide" if kind == "skinny" and rows >= table.get("skinny_wide_from_rows", math.inf) else kind
         return "medium" if rows < table.get("medium_below_rows", 0) else "large"
 
-    def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out):
+    def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out, w13_row_max=None):
         """Queues the call's kernels. Everything but the pointers comes from a plan made once per
         batch layout (sizes, grids, the workspace's layout), so a call costs the host a workspace
         allocation and the launches (R1 E257 M4, one device call: 174 -> 98 us of host time a call)."""
@@ -397,7 +405,8 @@ class MXFP4MoE(Kernel):
                (hidden_states.data_ptr(), width, s.d_hidden, M, x, x_stride, at.get("xexp", 0)), ov)
         go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
            (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
-            at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0)), ov)
+            at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0),
+            0 if w13_row_max is None else w13_row_max.data_ptr()), ov)
         if plan["quantize_h"]:
             go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
                (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
@@ -508,26 +517,28 @@ class MXFP4MoE(Kernel):
 
     def make_inputs(self, shape: dict, device: int):
         """Fresh random weights and hidden states; the routing is drawn from the shape alone, so
-        cost_of counts exactly the experts these inputs touch."""
+        cost_of counts exactly the experts these inputs touch. The weights come as a server holds
+        them: with w13_row_max computed once, when they were loaded."""
         inputs = ref.make_moe_inputs(shape["M"], shape["E"], shape["d_hidden"], shape["d_expert"], shape["topk"],
                                      seed=torch.seed() % (1 << 31), shared_experts=shape["shared"],
                                      device=f"cuda:{device}")
         ids, weights = _routing(shape)
-        return {**inputs, "topk_ids": ids.to(f"cuda:{device}"), "topk_weights": weights.to(f"cuda:{device}")}
+        return {**inputs, "topk_ids": ids.to(f"cuda:{device}"), "topk_weights": weights.to(f"cuda:{device}"),
+                "w13_row_max": scale_row_max(inputs["w13_scale"])}
 
     def run(self, inputs):
         return self(**inputs, check_ids=False)
 
     def verify(self, inputs, result) -> tuple[bool, str]:
-        want = ref.moe_reference(**inputs, mode=self.params["mode"])
+        want = ref.moe_reference(**_weights(inputs), mode=self.params["mode"])
         return compare(result, want)
 
     def peers(self) -> dict:
         """The torch path a user would write. It computes a16w4 (refs.moe.moe_torch_bf16 says why
         there is no a4w4 one), so beside an a4w4 kernel it is checked against the a16w4 reference."""
         def torch_bf16(inputs):
-            return ref.moe_torch_bf16(**inputs)
-        torch_bf16.verify = lambda inputs, result: compare(result, ref.moe_reference(**inputs, mode="a16w4"))
+            return ref.moe_torch_bf16(**_weights(inputs))
+        torch_bf16.verify = lambda inputs, result: compare(result, ref.moe_reference(**_weights(inputs), mode="a16w4"))
         return {"torch dequant + bf16 matmuls": torch_bf16}
 
     def cost_of(self, shape: dict) -> dict:
@@ -555,6 +566,11 @@ def compare(out, want, rtol_l2: float = 2e-2, atol_rel: float = 5e-2) -> tuple[b
     err = (o - w).abs().max().item() / scale if o.numel() else 0.0
     rel = ((o - w).norm() / w.norm().clamp_min(1e-30)).item() if o.numel() else 0.0
     return err <= atol_rel and rel <= rtol_l2, f"rel L2 {rel:.2e}, max abs {err:.2e} x RMS"
+
+
+def _weights(inputs: dict) -> dict:
+    """The call's inputs without what only speeds the kernel up (the references take the rest)."""
+    return {k: v for k, v in inputs.items() if k != "w13_row_max"}
 
 
 def _routing(shape: dict):
