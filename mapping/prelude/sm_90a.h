@@ -193,6 +193,12 @@ __device__ __forceinline__ unsigned e4m3x2_to_f16x2(unsigned v) {
     asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(r) : "r"(v));
     return r;
 }
+// Two f16 times two f16, round to nearest even (subnormals kept).
+__device__ __forceinline__ unsigned f16x2_mul(unsigned a, unsigned b) {
+    unsigned r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
 // Two fp32 -> f16x2 (lo in bits 0-15), round to nearest even.
 __device__ __forceinline__ unsigned f32x2_to_f16x2_rn(float lo, float hi) {
     unsigned r;

@@ -95,6 +95,9 @@ class MXFP4MoE(Kernel):
         # whose E2M1 decode takes 15 instructions for 8 codes where bf16's takes 19; the same
         # products exactly: bench/NOTES.md mxfp4_moe v23), "bf16" as gemm2, "" = the tiling's `gemm1_type`
         "gemm1_type": Choice(("", "f16", "bf16"), ""),
+        # warpgroup_rs gemm2's operands: "f16" (h written by gemm1 in f16 at one scale a pair row,
+        # the weights per row; bench/NOTES.md mxfp4_moe v24), "bf16", "" = the tiling's `gemm2_type`
+        "gemm2_type": Choice(("", "f16", "bf16"), ""),
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -109,11 +112,11 @@ class MXFP4MoE(Kernel):
         # tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "ptr", "ptr")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32"),
-        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32"),   # skinny modules with a shared2_k
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr"),
+        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr"),   # skinny modules with a shared2_k
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
@@ -135,7 +138,7 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type")
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type")
                   if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
@@ -294,12 +297,18 @@ class MXFP4MoE(Kernel):
         return {"MODE": self.params["mode"], "MMA_PATH": self.mma_path(target), "SKINNY": False, "BM": bm, "BN": bn, "BN2": t["bn2"], "BK": bk, "FETCH": fetch,
                 "RASTER": t.get("raster", "tile"),
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
-                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target)}
+                "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target),
+                "RS_H16": self.rs_h16(target)}
 
     def rs_f16(self, target) -> bool:
         """Whether gemm1 multiplies in f16 (warpgroup_rs tiles whose gemm1_type is "f16"): x then goes
         through mx_rows_f16, one token a block, which also writes each token's scale exponent."""
         return self.mma_path(target) == "warpgroup_rs" and self.tiles(target).get("gemm1_type") == "f16"
+
+    def rs_h16(self, target) -> bool:
+        """Whether gemm2 multiplies in f16 (warpgroup_rs tiles whose gemm2_type is "f16"): gemm1 then
+        writes h in f16, each tile's last block putting every pair row at one scale (rescale_h)."""
+        return self.mma_path(target) == "warpgroup_rs" and self.tiles(target).get("gemm2_type") == "f16"
 
     def block_threads(self, target):
         return self.tiles(target)["warps"] * get_target(target).wave
@@ -324,23 +333,25 @@ class MXFP4MoE(Kernel):
     # --- call ---------------------------------------------------------------------------
     def __call__(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, *,
                  d_hidden: int | None = None, d_expert: int | None = None, check_ids: bool = True, out=None,
-                 w13_row_max=None):
+                 w13_row_max=None, w2_row_max=None):
         """out (M, hidden_states.shape[1]) bf16, new or the given `out`. check_ids=True reads the
         ids' range on the host (one device sync); with False an out-of-range id is skipped on the
         GPU (its slot adds nothing) and the call queues its launches without waiting.
-        w13_row_max: `portable.formats.scale_row_max(w13_scale)`, computed once where the weights
-        are loaded; the f16 gemm1 then reads it instead of scanning each row's scales (the same
-        bits either way). It must be that tensor: a smaller code overflows f16 products."""
+        w13_row_max, w2_row_max: `portable.formats.scale_row_max` of w13_scale and w2_scale, computed
+        once where the weights are loaded; the f16 GEMMs then read them instead of scanning each
+        row's scales (the same bits either way). They must be those tensors: a smaller code
+        overflows f16 products."""
         s = ref._check(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, d_hidden, d_expert,
                        self.params["mode"], check_ids=check_ids)
         M, width = hidden_states.shape
         k_top = topk_ids.shape[1]
         named = (("hidden_states", hidden_states), ("w13", w13), ("w13_scale", w13_scale), ("w2", w2),
                  ("w2_scale", w2_scale), ("topk_weights", topk_weights), ("topk_ids", topk_ids))
-        if w13_row_max is not None:
-            ref._tensor("w13_row_max", w13_row_max, torch.uint8, 2)
-            ref._shape("w13_row_max", w13_row_max, w13_scale.shape[:2])
-            named += (("w13_row_max", w13_row_max),)
+        for name, t, scale in (("w13_row_max", w13_row_max, w13_scale), ("w2_row_max", w2_row_max, w2_scale)):
+            if t is not None:
+                ref._tensor(name, t, torch.uint8, 2)
+                ref._shape(name, t, scale.shape[:2])
+                named += ((name, t),)
         for name, t in named:
             if t.device.type != "cuda":
                 raise InputError(f"{name}: expected a tensor on a GPU (device 'cuda'), got device '{t.device}'")
@@ -363,7 +374,7 @@ class MXFP4MoE(Kernel):
         target = device_target(hidden_states.device.index if hidden_states.device.index is not None
                                else torch.cuda.current_device()).name
         kernel = self.auto_variant(P, s.E, s.d_hidden, target) if self.params["tiles"] == "auto" else self
-        return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out, w13_row_max)
+        return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out, w13_row_max, w2_row_max)
 
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
         """Large tiles once the average expert gets enough rows to fill them (no host sync: the
@@ -377,7 +388,8 @@ class MXFP4MoE(Kernel):
             return "skinny_wide" if kind == "skinny" and rows >= table.get("skinny_wide_from_rows", math.inf) else kind
         return "medium" if rows < table.get("medium_below_rows", 0) else "large"
 
-    def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out, w13_row_max=None):
+    def launch(self, hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out,
+               w13_row_max=None, w2_row_max=None):
         """Queues the call's kernels. Everything but the pointers comes from a plan made once per
         batch layout (sizes, grids, the workspace's layout), so a call costs the host a workspace
         allocation and the launches (R1 E257 M4, one device call: 174 -> 98 us of host time a call)."""
@@ -406,14 +418,15 @@ class MXFP4MoE(Kernel):
         go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
            (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
             at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0),
-            0 if w13_row_max is None else w13_row_max.data_ptr()), ov)
+            0 if w13_row_max is None else w13_row_max.data_ptr(), at.get("hblk", 0), at.get("hexp", 0)), ov)
         if plan["quantize_h"]:
             go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
                (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
         go(plan["gemm2"], plan["grid2"], plan["block2"], plan["smem2"],
            (at["hbuf"], s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
             at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
-            at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"]), ov)
+            at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"], at.get("hexp", 0),
+            0 if w2_row_max is None else w2_row_max.data_ptr()), ov)
         go("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
            (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
@@ -460,8 +473,10 @@ class MXFP4MoE(Kernel):
         # so the tiles done first are multiplied during gemm1's last wave (a plain launch starts after
         # gemm1 anyway: no counter to read)
         h_parts = 0
+        h16 = self.rs_h16(launcher.target)
         if ov and not quantize_h and self.params["h_wait"] == "tile" and (skinny or rs):
-            h_parts = grid1 * (t["warps"] // split1) if skinny else grid1
+            # f16 gemm2: the tile's last gemm1 block signals again once it has rescaled the tile's h
+            h_parts = grid1 * (t["warps"] // split1) if skinny else grid1 + h16
         column_first = (skinny or rs) and t.get("raster") == "column"      # the grid's x over one tile's column groups
 
         def grid(cols):
@@ -476,6 +491,9 @@ class MXFP4MoE(Kernel):
         f16 = self.rs_f16(launcher.target)
         if f16:
             sizes["xexp"] = 4 * M
+        if h16:                 # each 32-value group's scale exponent, then each pair row's
+            sizes["hblk"] = 4 * h_rows * (h_cols // 32)
+            sizes["hexp"] = 4 * h_rows
         offsets, total = {}, 0
         for name, nbytes in sizes.items():         # 256-byte aligned pieces of one workspace
             offsets[name], total = total, total + _align(nbytes, 256)
@@ -518,13 +536,13 @@ class MXFP4MoE(Kernel):
     def make_inputs(self, shape: dict, device: int):
         """Fresh random weights and hidden states; the routing is drawn from the shape alone, so
         cost_of counts exactly the experts these inputs touch. The weights come as a server holds
-        them: with w13_row_max computed once, when they were loaded."""
+        them: with their row maxima computed once, when they were loaded."""
         inputs = ref.make_moe_inputs(shape["M"], shape["E"], shape["d_hidden"], shape["d_expert"], shape["topk"],
                                      seed=torch.seed() % (1 << 31), shared_experts=shape["shared"],
                                      device=f"cuda:{device}")
         ids, weights = _routing(shape)
         return {**inputs, "topk_ids": ids.to(f"cuda:{device}"), "topk_weights": weights.to(f"cuda:{device}"),
-                "w13_row_max": scale_row_max(inputs["w13_scale"])}
+                "w13_row_max": scale_row_max(inputs["w13_scale"]), "w2_row_max": scale_row_max(inputs["w2_scale"])}
 
     def run(self, inputs):
         return self(**inputs, check_ids=False)
@@ -570,7 +588,7 @@ def compare(out, want, rtol_l2: float = 2e-2, atol_rel: float = 5e-2) -> tuple[b
 
 def _weights(inputs: dict) -> dict:
     """The call's inputs without what only speeds the kernel up (the references take the rest)."""
-    return {k: v for k, v in inputs.items() if k != "w13_row_max"}
+    return {k: v for k, v in inputs.items() if k not in ("w13_row_max", "w2_row_max")}
 
 
 def _routing(shape: dict):
