@@ -152,6 +152,8 @@ def test_auto_variant_takes_the_deep_medium_tiles_from_d_hidden():
     deep = k.auto_variant(64 * 9, 33, 7168, "sm_90a")                # R1 E33 M64: medium, d_hidden 7168
     assert deep.params["tiles"] == "medium" and deep.tiles("sm_90a")["ahead"] == 2 == deep.tiles("sm_90a")["ahead2"]
     assert deep.rs_h16("sm_90a") and not k.variant("medium").rs_h16("sm_90a")      # gemm2 in f16 there only
+    wide = k.auto_variant(64 * 9, 33, 7168, "sm_90a", 64 * 1024)                # an h too wide for rescale_h
+    assert wide.tiles("sm_90a")["ahead"] == 2 and not wide.rs_h16("sm_90a")
     assert deep is k.auto_variant(64 * 9, 33, 7168, "sm_90a")        # cached
     plain = k.auto_variant(1024 * 4, 128, 2880, "sm_90a")            # gpt-oss M1024: medium, d_hidden 2880
     assert plain.params["tiles"] == "medium" and plain.tiles("sm_90a")["ahead"] == 3

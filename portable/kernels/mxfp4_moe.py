@@ -191,16 +191,23 @@ class MXFP4MoE(Kernel):
             variants[key] = MXFP4MoE(target=self.target, **{**self.params, "tiles": tiles, **over})
         return variants[key]
 
-    def auto_variant(self, pairs: int, experts: int, d_hidden: int, target: str) -> "MXFP4MoE":
+    def auto_variant(self, pairs: int, experts: int, d_hidden: int, target: str, De: int = 0) -> "MXFP4MoE":
         """The variant a call with tiles="auto" runs: pick_tiles' kind, and on the medium tiles
         the target's `medium_deep` parameters from `medium_deep_from_hidden` (targets.toml) where
-        the caller left them at 0."""
+        the caller left them at 0 (gemm2 in f16 where the stored d_expert De fits it)."""
         kind = self.pick_tiles(pairs, experts, target)
         table = tiling(self.NAME, target)
         over = {}
         if kind == "medium" and d_hidden >= table.get("medium_deep_from_hidden", math.inf):
             over = {k: v for k, v in table["medium_deep"].items() if not self.params[k]}
+            if over.get("gemm2_type") == "f16" and De > self.variant(kind).h16_max_cols(target):
+                del over["gemm2_type"]
         return self.variant(kind, **over)
+
+    def h16_max_cols(self, target) -> int:
+        """The widest h the f16 gemm2 takes: rescale_h keeps a byte a 32-value group of the tile's
+        rows in the block's fp32 tile (BM rows of LDC floats)."""
+        return 32 * 4 * self.layout(target)[1]["ldc"]
 
     def layout(self, target: str) -> dict:
         """Shared-memory layout of both GEMMs (byte offsets and leading dimensions): the one place
@@ -373,7 +380,7 @@ class MXFP4MoE(Kernel):
             return out
         target = device_target(hidden_states.device.index if hidden_states.device.index is not None
                                else torch.cuda.current_device()).name
-        kernel = self.auto_variant(P, s.E, s.d_hidden, target) if self.params["tiles"] == "auto" else self
+        kernel = self.auto_variant(P, s.E, s.d_hidden, target, s.De) if self.params["tiles"] == "auto" else self
         return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out, w13_row_max, w2_row_max)
 
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
@@ -474,6 +481,9 @@ class MXFP4MoE(Kernel):
         # gemm1 anyway: no counter to read)
         h_parts = 0
         h16 = self.rs_h16(launcher.target)
+        if h16 and h_cols > self.h16_max_cols(launcher.target):
+            raise InputError(f"gemm2_type: 'f16' takes a stored d_expert up to {self.h16_max_cols(launcher.target)} "
+                             f"on these tiles, got {s.De}; 'bf16' takes any")
         if ov and not quantize_h and self.params["h_wait"] == "tile" and (skinny or rs):
             # f16 gemm2: the tile's last gemm1 block signals again once it has rescaled the tile's h
             h_parts = grid1 * (t["warps"] // split1) if skinny else grid1 + h16
