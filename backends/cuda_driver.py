@@ -5,6 +5,7 @@ backends/hip_runtime.py is its mirror image; keep the two in step.
 from __future__ import annotations
 
 import functools
+import struct
 
 from ..errors import LaunchError, ToolchainMissing
 
@@ -58,6 +59,23 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
     attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     _check(cu.cuFuncSetAttribute(function, attr, nbytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
 
+
+
+@functools.lru_cache(maxsize=256)
+def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_bytes: int) -> bytes:
+    """The driver's 128-byte tensor map of a row-major byte array (rows x row_bytes, rows
+    row_bytes apart) read in boxes of box_rows x box_bytes: no swizzle (a box lands row after
+    row), an L2 miss fetching the aligned 256 bytes (as mem.load16_l2_256 asks), zeros past
+    the edges. Cached by its arguments: a call with the same weights reuses it."""
+    cu = _cu()
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    tmap = _check(cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, address,
+        [u64(row_bytes), u64(rows)], [u64(row_bytes)], [u32(box_bytes), u32(box_rows)], [u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
+    return struct.pack("<16Q", *tmap.opaque)
 
 # The launch call itself, for the hot path in portable.kernels.base.Launcher:
 # LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)

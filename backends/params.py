@@ -9,9 +9,11 @@ import ctypes
 import struct
 import threading
 
-# Each argument gets an 8-byte slot (the largest scalar we pass); the driver reads the
-# real size of each parameter from the kernel image.
-_SLOT = {"ptr": "Q", "i64": "q", "u64": "Q", "i32": "i4x", "u32": "I4x", "f32": "f4x"}
+# Each scalar gets an 8-byte slot (the largest scalar we pass; the driver reads the real size
+# of each parameter from the kernel image); a tensor map ("tmap", the driver's 128-byte
+# descriptor, passed by value) a 64-byte aligned slot of its own size.
+_SLOT = {"ptr": "Q", "i64": "q", "u64": "Q", "i32": "i4x", "u32": "I4x", "f32": "f4x", "tmap": "128s"}
+_ALIGN = {"tmap": 64}
 
 
 class ParamPacker:
@@ -20,17 +22,27 @@ class ParamPacker:
         if unknown:
             raise ValueError(f"kernel signature: unknown argument kind(s) {unknown}; expected {list(_SLOT)}")
         self.kinds = tuple(kinds)
-        self._struct = struct.Struct("<" + "".join(_SLOT[k] for k in kinds))
-        self._buf = ctypes.create_string_buffer(max(8, 8 * len(kinds)))
-        base = ctypes.addressof(self._buf)
-        self._ptrs = (ctypes.c_void_p * max(1, len(kinds)))(*[base + 8 * i for i in range(len(kinds))])
+        fmt, offsets, at = "<", [], 0
+        for k in kinds:
+            pad = -at % _ALIGN.get(k, 8)
+            fmt, at = fmt + f"{pad}x" * bool(pad), at + pad
+            offsets.append(at)
+            fmt += _SLOT[k]
+            at += struct.calcsize("<" + _SLOT[k])
+        self._struct = struct.Struct(fmt)
+        # 64 bytes of slack: the buffer's own address is only 16-byte aligned
+        self._raw = ctypes.create_string_buffer(max(8, at) + 64)
+        base = ctypes.addressof(self._raw)
+        self._shift = -base % 64
+        base += self._shift
+        self._ptrs = (ctypes.c_void_p * max(1, len(kinds)))(*[base + o for o in offsets])
         self.address = ctypes.addressof(self._ptrs)
         self.lock = threading.Lock()
 
     def pack(self, values) -> int:
         """Write `values` into the slots (call under self.lock); returns the void** address."""
-        self._struct.pack_into(self._buf, 0, *values)
+        self._struct.pack_into(self._raw, self._shift, *values)
         return self.address
 
     def slots(self) -> bytes:
-        return self._buf.raw
+        return self._raw.raw[self._shift:self._shift + self._struct.size]

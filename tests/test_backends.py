@@ -124,6 +124,20 @@ def test_param_packer_slots():
         ParamPacker(("ptr", "half"))
 
 
+
+def test_param_packer_tensor_map_slot():
+    """A tensor map travels by value: 128 bytes at a 64-byte aligned address, the scalars around
+    it in their own slots; each kernelParams entry points at its argument's bytes."""
+    import ctypes
+    p = ParamPacker(("i32", "tmap", "ptr"))
+    desc = bytes(range(128))
+    p.pack((3, desc, 0xABC))
+    ptrs = (ctypes.c_void_p * 3).from_address(p.address)
+    assert ptrs[1] % 64 == 0 and ptrs[1] - ptrs[0] == 64
+    assert ctypes.string_at(ptrs[1], 128) == desc
+    assert struct.unpack("<i", ctypes.string_at(ptrs[0], 4)) == (3,)
+    assert struct.unpack("<Q", ctypes.string_at(ptrs[2], 8)) == (0xABC,)
+
 def _api_calls(path: Path, prefix: str) -> set[str]:
     return set(re.findall(rf"\.({prefix}[A-Z]\w+)\(", path.read_text()))
 
@@ -133,6 +147,7 @@ NOT_MIRRORED = {
     "cuDeviceGet": "HIP binds a device to the thread (hipSetDevice), no context to look up",
     "cuDevicePrimaryCtxRetain": "same: no primary-context handle in HIP",
     "cuFuncSetAttribute": "AMD gives a kernel the whole LDS without an opt-in",
+    "cuTensorMapEncodeTiled": "AMD has no tensor-map copy engine: the tiles that read through one are sm_90a's",
     "cuLaunchKernelEx": "used only for programmatic dependent launch, which HIP lacks: launch_overlapped launches plainly",
 }
 

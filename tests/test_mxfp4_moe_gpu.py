@@ -301,6 +301,47 @@ def test_given_row_maxima_change_no_bit(case, tiles, spread):
     assert torch.equal(given, scanned)
 
 
+@pytest.mark.parametrize("case,tiles,params", [
+    ("R1-like", "medium", {"gemm2_type": "f16", "ahead": 2, "ahead2": 2}), ("partial K slice", "medium", {"wstages": 2}),
+    ("padded dims", "large", {"wstages": 3}), ("large tiles", "large", {"gemm1_type": "bf16", "wstages": 6}),
+    ("large tiles", "medium", {"gemm2_type": "f16", "overlap": 0}), ("empty experts, repeats, shared", "medium", {"raster": "tile"})])
+def test_weights_by_tensor_map_change_no_bit(case, tiles, params):
+    """wfetch "tma" (the rs tiles' weights copied by tensor-map boxes into shared stages) against the
+    lanes' own loads: the same K steps, so the same bits; 2-6 stages, one and two 64-row groups, a
+    partial last K slice (2880), padded dims (rows past the expert's read and dropped), gemm1 and
+    gemm2 in f16 and bf16, overlapped and plain launches; then in a CUDA graph (the maps travel
+    by value with the launch)."""
+    if f"{tiles}_warpgroup_rs" not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
+        pytest.skip(f"no [{tiles}_warpgroup_rs] tiling for this GPU's target")
+    args, opts = CASES[case]
+    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
+    loads = run_poisoned(portable.load("mxfp4_moe", tiles=tiles, wfetch="registers", **params), inp)
+    moe = portable.load("mxfp4_moe", tiles=tiles, **{"wstages": 4, **params, "wfetch": "tma"})
+    tma = run_poisoned(moe, inp)
+    ok, detail = compare(tma, moe_reference(**inp))
+    assert ok, f"{case} {tiles} {params}: {detail}"
+    assert torch.equal(tma, loads)
+    out = torch.full_like(tma, float("nan"))
+    graph, _ = capture(lambda: moe(**inp, out=out, check_ids=False))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, tma)
+
+
+def test_unaligned_arrays_refused_before_any_launch():
+    """hidden_states, w13 and w2 are read 16 bytes at a time (the weights also as tensor-map
+    arrays): an 8-byte aligned one is refused by name, on every tiling, before any launch."""
+    inp = make_moe_inputs(37, 16, 512, 256, 4, seed=torch.seed() % (1 << 31), device="cuda", shared_experts=1)
+    for name in ("hidden_states", "w13", "w2"):
+        t = inp[name]
+        shifted = torch.empty(t.numel() * t.element_size() + 8, device="cuda", dtype=torch.uint8)[8:]
+        shifted = shifted.view(t.dtype).view(t.shape)
+        shifted.copy_(t)
+        for tiles in ("skinny", "medium", "large"):
+            with pytest.raises(portable.InputError, match=f"{name}: expected a 16-byte aligned"):
+                load_tiles("a16w4", tiles)(**{**inp, name: shifted})
+
+
 def test_out_of_range_ids():
     inp = make_moe_inputs(8, 6, 256, 128, 2, seed=3, device="cuda")
     moe = portable.load("mxfp4_moe")

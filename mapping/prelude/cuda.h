@@ -181,6 +181,30 @@ __device__ __forceinline__ V load16_l2_256(const void* p) {
     return r;
 }
 
+// ---- TMA (sm_90+): a tensor map (the driver's 128-byte descriptor of a 2-D array, made on the
+// host) names the array; one thread copies a box of it global -> shared with one instruction, and
+// an mbarrier counts the bytes landed. A kernel takes the map as a __grid_constant__ parameter,
+// so no device buffer holds it (a CUDA graph captures it with the launch).
+struct __align__(64) tensor_map { unsigned long long v[16]; };
+__device__ __forceinline__ void mbarrier_init1(unsigned bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.mbarrier_init.release.cluster;" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbarrier_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait_parity(unsigned bar, unsigned parity) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "MBAR_WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+                 "@!done bra MBAR_WAIT_%=;\n\t}" :: "r"(bar), "r"(parity) : "memory");
+}
+// box at (x, y) (x: the contiguous dimension, in elements) -> shared dst (128-byte aligned);
+// elements past the array's edges arrive as zeros and count as bytes landed
+__device__ __forceinline__ void tensor_box_load_2d(unsigned dst, const tensor_map* map, int x, int y, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
 // kernel start its blocks once every block of this one has passed it. No-ops on a plain launch.

@@ -17,6 +17,10 @@ struct frag_a { mma_bf16x4 x; };
 struct frag_b { mma_bf16x4 x; };
 struct frag_c { mma_f32x4 v; };
 
+// mem.tensor_map_param: AMD has no tensor-map copy engine; kernels whose signature carries a
+// map take these 128 bytes and leave them unread
+struct __attribute__((aligned(64))) tensor_map { unsigned long long v[16]; };
+
 // mem.load16_l2_256: HIP C++ has no prefetch-size hint; a plain 16-byte load
 template <class V>
 __device__ __forceinline__ V load16_l2_256(const void* p) { return *reinterpret_cast<const V*>(p); }

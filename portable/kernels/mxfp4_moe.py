@@ -31,6 +31,7 @@ from .base import Kernel
 
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
+NO_MAP = bytes(128)          # the tensor-map argument of GEMMs that read their weights by loads
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
                  "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
@@ -98,6 +99,11 @@ class MXFP4MoE(Kernel):
         # warpgroup_rs gemm2's operands: "f16" (h written by gemm1 in f16 at one scale a pair row,
         # the weights per row; bench/NOTES.md mxfp4_moe v24), "bf16", "" = the tiling's `gemm2_type`
         "gemm2_type": Choice(("", "f16", "bf16"), ""),
+        # warpgroup_rs weights: "tma" (copied by the copy engine, one tensor-map box a warpgroup and K
+        # slice, into `wstages` shared stages the lanes read), "registers" (each lane's 16-byte loads,
+        # `ahead` slices in flight), "" = the tiling's `wfetch`
+        "wfetch": Choice(("", "registers", "tma"), ""),
+        "wstages": Choice((0, 2, 3, 4, 5, 6, 8), 0),
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -112,11 +118,11 @@ class MXFP4MoE(Kernel):
         # tiling's `raster`
         "raster": Choice(("", "tile", "column"), ""),
     }
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "ptr", "ptr")
+    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "ptr", "ptr", "tmap")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr"),
-        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr"),   # skinny modules with a shared2_k
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),
+        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),   # skinny modules with a shared2_k
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
@@ -138,7 +144,7 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type")
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages")
                   if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
@@ -220,7 +226,7 @@ class MXFP4MoE(Kernel):
         out = {}
         for which, nb in ((1, 2 * bn), (2, bn2)):
             lda, lda4, ldc = bk + 8, bk // 2 + 16, nb + 4
-            off_scratch = 0
+            off_scratch = off_w = 0
             if path != "bf16":
                 off_as = bm * lda4
                 off_b = _align(off_as + bm * (bk // 32))
@@ -233,18 +239,24 @@ class MXFP4MoE(Kernel):
                 off_as = off_bs = 0
                 off_b = 2 * bm * bk * 2
                 operands = off_b + 2 * nb * bk * 2
-            elif self.mma_path(target) == "warpgroup_rs":   # the activations' stages only
+            elif self.mma_path(target) == "warpgroup_rs":   # the activations' stages (and the weights' with TMA)
                 off_as = off_bs = off_b = 0
                 operands = t["stages"] * bm * bk * 2
+                if self.tma(target):          # each stage one K slice of both warpgroups' 64 x groups rows
+                    off_w = _align(operands, 128)
+                    operands = off_w + t["wstages"] * 128 * t.get("groups", 1) * 64
             else:
                 off_as = off_bs = 0
                 off_b = bm * lda * 2
                 operands = off_b + nb * lda * 2
             off_rows = _align(max(operands, bm * ldc * 4))
+            wstages = t["wstages"] if self.tma(target) else 0
+            off_bar = _align(off_rows + bm * 4, 8)         # the weight stages' mbarriers
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
                           "stage_a": bm * bk, "stage_b": nb * bk,
-                          "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_rows + bm * 4,
-                          "stages": t.get("stages", 2), "groups": t.get("groups", 1)}
+                          "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_bar + 8 * wstages,
+                          "stages": t.get("stages", 2), "groups": t.get("groups", 1),
+                          "off_w": off_w if wstages else 0, "off_bar": off_bar, "wstages": wstages}
         return out
 
     def template_context(self, target):
@@ -295,6 +307,9 @@ class MXFP4MoE(Kernel):
         smem = max(v["bytes"] for v in layout.values())
         if smem > tgt.smem_per_block:
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
+        if self.tma(target) and ("tma" not in tgt.features or t.get("wstages", 0) < 2):
+            problems.append(f"wfetch 'tma' needs a target with tensor-map copies ({target}: "
+                            f"{'yes' if 'tma' in tgt.features else 'no'}) and wstages of 2 or more")
         fetch = (t.get("ahead", 1), t.get("ahead2", 1))    # K slices fetched ahead, per GEMM
         most = 4 if self.mma_path(target) == "warpgroup_rs" else 2    # a register ring of any depth there
         if not all(1 <= f <= most for f in fetch):
@@ -305,7 +320,22 @@ class MXFP4MoE(Kernel):
                 "RASTER": t.get("raster", "tile"),
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target),
-                "RS_H16": self.rs_h16(target)}
+                "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers"}
+
+    def tma(self, target) -> bool:
+        """Whether the warpgroup_rs GEMMs read their weights through tensor-map copies (wfetch "tma")."""
+        return self.mma_path(target) == "warpgroup_rs" and self.tiles(target).get("wfetch") == "tma"
+
+    @staticmethod
+    def tensor_maps(launcher, box_rows: int, s, w13, w2) -> tuple[bytes, bytes]:
+        """w13's and w2's tensor maps for the TMA GEMMs (boxes of box_rows rows x one 64-byte K
+        slice; made once per weights, cached), 128 zero bytes each where box_rows is 0 (GEMMs
+        that load their weights take the argument and leave it)."""
+        if not box_rows:
+            return NO_MAP, NO_MAP
+        make = launcher.runtime.tensor_map_2d
+        return (make(w13.data_ptr(), s.E * 2 * s.De, s.Dh // 2, box_rows, 64),
+                make(w2.data_ptr(), s.E * s.Dh, s.De // 2, box_rows, 64))
 
     def rs_f16(self, target) -> bool:
         """Whether gemm1 multiplies in f16 (warpgroup_rs tiles whose gemm1_type is "f16"): x then goes
@@ -364,6 +394,9 @@ class MXFP4MoE(Kernel):
                 raise InputError(f"{name}: expected a tensor on a GPU (device 'cuda'), got device '{t.device}'")
             if not t.is_contiguous():
                 raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
+        for name, t in (("hidden_states", hidden_states), ("w13", w13), ("w2", w2)):     # read 16 bytes at a time
+            if t.data_ptr() % 16:
+                raise InputError(f"{name}: expected a 16-byte aligned data pointer, got one {t.data_ptr() % 16} bytes past")
         if width % 8 or s.d_hidden % 8:
             raise InputError(f"hidden_states: expected a width and d_hidden that are multiples of 8 (16-byte rows), "
                              f"got width {width}, d_hidden {s.d_hidden}")
@@ -412,6 +445,7 @@ class MXFP4MoE(Kernel):
                 plans.clear()
             plan = plans[key] = self.plan(launcher, M, width, k_top, s, w2, w2_scale)
         ov = plan["overlap"]
+        map13, map2 = self.tensor_maps(launcher, plan["tma_rows"], s, w13, w2)
         ws = torch.empty(plan["bytes"], device=hidden_states.device, dtype=torch.uint8)
         at = {name: ws.data_ptr() + off for name, off in plan["offsets"].items()}
         x, x_stride = hidden_states.data_ptr(), width
@@ -425,7 +459,7 @@ class MXFP4MoE(Kernel):
         go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
            (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
             at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0),
-            0 if w13_row_max is None else w13_row_max.data_ptr(), at.get("hblk", 0), at.get("hexp", 0)), ov)
+            0 if w13_row_max is None else w13_row_max.data_ptr(), at.get("hblk", 0), at.get("hexp", 0), map13), ov)
         if plan["quantize_h"]:
             go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
                (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
@@ -433,7 +467,7 @@ class MXFP4MoE(Kernel):
            (at["hbuf"], s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
             at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
             at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"], at.get("hexp", 0),
-            0 if w2_row_max is None else w2_row_max.data_ptr()), ov)
+            0 if w2_row_max is None else w2_row_max.data_ptr(), map2), ov)
         go("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
            (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
@@ -514,7 +548,8 @@ class MXFP4MoE(Kernel):
                 "grid1": grid(grid1), "block1": (threads, 1, 1), "smem1": layout[1]["bytes"], "split1": split1,
                 "quantize_h": quantize_h, "h_rows": h_rows, "qh_grid": (-(-(h_rows * s.De // MX_BLOCK) // 256), 1, 1),
                 "gemm2": "moe_gemm2_shared" if shared2 else "moe_gemm2", "grid2": grid(grid2),
-                "block2": (threads2, 1, 1), "smem2": layout[2]["bytes"], "split2": split2, "h_parts": h_parts}
+                "block2": (threads2, 1, 1), "smem2": layout[2]["bytes"], "split2": split2, "h_parts": h_parts,
+                "tma_rows": 64 * t.get("groups", 1) if self.tma(launcher.target) else 0}
 
     def shared2_k(self, t: dict) -> int:
         """The largest stored d_expert moe_gemm2_shared takes (0: the module has no such kernel)."""
