@@ -4,8 +4,8 @@ backends/hip_runtime.py is its mirror image; keep the two in step.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
-import struct
 
 from ..errors import LaunchError, ToolchainMissing
 
@@ -75,7 +75,7 @@ def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_by
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
-    return struct.pack("<16Q", *tmap.opaque)
+    return ctypes.string_at(tmap.getPtr(), 128)
 
 # The launch call itself, for the hot path in portable.kernels.base.Launcher:
 # LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)
