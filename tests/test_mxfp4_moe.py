@@ -175,11 +175,17 @@ def test_kernels_launched_overlapped_wait_for_the_one_before():
 
 def test_weight_loads_ask_the_l2_for_256_byte_blocks():
     """sm_90a's weight loads carry the L2 fetch-size hint (LTC256B in the SASS) in both GEMMs of the
-    skinny, medium and large tiles (bench/NOTES.md mxfp4_moe v19); the HIP build loads plainly."""
-    for tiles in ("skinny", "medium", "large"):
-        sass = MXFP4MoE(tiles=tiles).binary("sm_90a").asm
+    skinny, medium and large tiles (bench/NOTES.md mxfp4_moe v19); with wfetch "tma" (the medium
+    tiles' default) both GEMMs copy them by tensor-map boxes (UTMALDG) instead; the HIP build loads
+    plainly."""
+    for tiles, over in (("skinny", {}), ("medium", {"wfetch": "registers"}), ("large", {})):
+        sass = MXFP4MoE(tiles=tiles, **over).binary("sm_90a").asm
         for name in ("moe_gemm1", "moe_gemm2"):
             assert "LDG.E.LTC256B.128.CONSTANT" in nvrtc.kernel_sass(sass, name), (tiles, name)
+    sass = MXFP4MoE(tiles="medium").binary("sm_90a").asm
+    for name in ("moe_gemm1", "moe_gemm2"):
+        body = nvrtc.kernel_sass(sass, name)
+        assert "UTMALDG.2D" in body and "LDG.E.LTC256B.128.CONSTANT" not in body, name
     assert "global_load_dwordx4" in MXFP4MoE(tiles="skinny").binary("gfx942").asm
 
 
