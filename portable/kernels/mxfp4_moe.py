@@ -223,6 +223,7 @@ class MXFP4MoE(Kernel):
         t = self.tiles(target)
         bm, bn, bk, bn2 = t["bm"], t["bn"], t["bk"], t["bn2"]
         path = self.matrix_path(target)
+        wstages = t["wstages"] if self.tma(target) else 0      # the weights' shared stages (wfetch "tma")
         out = {}
         for which, nb in ((1, 2 * bn), (2, bn2)):
             lda, lda4, ldc = bk + 8, bk // 2 + 16, nb + 4
@@ -242,21 +243,20 @@ class MXFP4MoE(Kernel):
             elif self.mma_path(target) == "warpgroup_rs":   # the activations' stages (and the weights' with TMA)
                 off_as = off_bs = off_b = 0
                 operands = t["stages"] * bm * bk * 2
-                if self.tma(target):          # each stage one K slice of both warpgroups' 64 x groups rows
+                if wstages:                   # each stage one K slice of both warpgroups' 64 x groups rows
                     off_w = _align(operands, 128)
-                    operands = off_w + t["wstages"] * 128 * t.get("groups", 1) * 64
+                    operands = off_w + wstages * 128 * t.get("groups", 1) * 64
             else:
                 off_as = off_bs = 0
                 off_b = bm * lda * 2
                 operands = off_b + nb * lda * 2
             off_rows = _align(max(operands, bm * ldc * 4))
-            wstages = t["wstages"] if self.tma(target) else 0
             off_bar = _align(off_rows + bm * 4, 8)         # the weight stages' mbarriers
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
                           "stage_a": bm * bk, "stage_b": nb * bk,
                           "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_bar + 8 * wstages,
                           "stages": t.get("stages", 2), "groups": t.get("groups", 1),
-                          "off_w": off_w if wstages else 0, "off_bar": off_bar, "wstages": wstages}
+                          "off_w": off_w, "off_bar": off_bar, "wstages": wstages}
         return out
 
     def template_context(self, target):
