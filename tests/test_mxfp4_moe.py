@@ -1,6 +1,7 @@
 """mxfp4_moe without a GPU: five-target compile with the issue's instruction checks, tiling
 data, argument errors before any launch."""
 import pytest
+import torch
 
 import portable
 from portable.backends import clang_amdgpu, nvrtc
@@ -111,8 +112,6 @@ def test_gemm2_staged_in_shared_memory_where_k_fits():
     """sm_90a's skinny gemm2 runs from shared memory (moe_gemm2_shared) where the stored d_expert is
     a multiple of 128 up to the tiling's shared2_k and the weights are 16-byte aligned; stage2
     forces either form, and "shared" names what is missing where it cannot run."""
-    import torch
-
     from portable.refs.moe import _Sizes
     t = MXFP4MoE(tiles="skinny").tiles("sm_90a")
     assert t["shared2_k"] == 256
@@ -171,6 +170,23 @@ def test_kernels_launched_overlapped_wait_for_the_one_before():
         for name in names:
             assert "ACQBULK" in nvrtc.kernel_sass(sass, name), (tiles, name)
         assert k.binary("gfx942").code
+    # x's pass reads nothing moe_route writes: it waits only after its last store, running beside it
+    for tiles, name in (("skinny", "moe_quantize_x"), ("medium", "moe_permute_x")):
+        body = nvrtc.kernel_sass(MXFP4MoE(tiles=tiles, mode="a4w4" if tiles == "skinny" else "a16w4").binary("sm_90a").asm, name)
+        assert body.rindex("ACQBULK") > body.rindex("STG"), name
+
+
+def test_compare_counts_error_beyond_the_bf16_output_rounding():
+    """Issue 5's max-abs bar (5e-2 x RMS) past the bf16 output's own rounding: an output 40 x RMS
+    rounds by more than the bar alone and passes; the same output off by 4 bf16 ulps does not."""
+    from portable.kernels.mxfp4_moe import compare
+    want = torch.ones(1600)
+    want[0] = 40.1                                     # RMS ~1.41: the half-ulp 0.125 is 8.8e-2 x RMS
+    assert compare(want.to(torch.bfloat16), want)[0]
+    off = want.clone()
+    off[0] += 1.0
+    ok, detail = compare(off.to(torch.bfloat16), want)
+    assert not ok and "beyond bf16 rounding" in detail, detail
 
 
 def test_weight_loads_ask_the_l2_for_256_byte_blocks():

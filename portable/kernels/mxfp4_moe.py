@@ -621,14 +621,17 @@ class MXFP4MoE(Kernel):
 
 def compare(out, want, rtol_l2: float = 2e-2, atol_rel: float = 5e-2) -> tuple[bool, str]:
     """Issue 5's bar: relative L2 <= 2e-2 and max abs error <= 5e-2 x the output's scale (its RMS);
-    no NaN."""
+    no NaN. The max abs error is counted beyond the rounding of the bf16 output itself (as
+    mla_decode's compare): an output 25.6 x RMS or more has a half-ulp past the bar on its own,
+    which block scales spread over 2^31 in a row make (tests/test_mxfp4_moe_gpu.py)."""
     o, w = out.float(), want.float()
     if torch.isnan(o).any():
         return False, "NaN in the output"
     scale = w.pow(2).mean().sqrt().clamp_min(1e-30).item() if w.numel() else 1.0
-    err = (o - w).abs().max().item() / scale if o.numel() else 0.0
+    half_ulp = torch.ldexp(torch.ones_like(w), torch.frexp(w).exponent - 9)    # bf16: 8 significant bits
+    err = ((o - w).abs() - half_ulp).clamp_min(0).max().item() / scale if o.numel() else 0.0
     rel = ((o - w).norm() / w.norm().clamp_min(1e-30)).item() if o.numel() else 0.0
-    return err <= atol_rel and rel <= rtol_l2, f"rel L2 {rel:.2e}, max abs {err:.2e} x RMS"
+    return err <= atol_rel and rel <= rtol_l2, f"rel L2 {rel:.2e}, max abs {err:.2e} x RMS beyond bf16 rounding"
 
 
 def _weights(inputs: dict) -> dict:
