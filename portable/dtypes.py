@@ -29,3 +29,9 @@ def dtype_name(value) -> str:
         return str(value).replace("torch.", "")
     aliases = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16"}
     return aliases.get(value, value)
+
+
+def bf16_half_ulp(values: torch.Tensor) -> torch.Tensor:
+    """Half a bf16 ulp at each value (8 significant bits): how far rounding it to bf16 alone may
+    move it. The kernels' checks count errors past their bf16 outputs' own rounding."""
+    return torch.ldexp(torch.ones_like(values), torch.frexp(values).exponent - 9)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..device import device_target
+from ..dtypes import bf16_half_ulp
 from ..errors import InputError
 from .. import peers
 from ..params import Choice
@@ -408,9 +409,8 @@ def compare(out, lse, want_out, want_lse, atol: float = 1e-2, rtol_l2: float = 1
     o, w = out.float(), want_out.float()
     if torch.isnan(o).any() or torch.isnan(lse).any():
         return False, "NaN in the output or LSE"
-    half_ulp = torch.ldexp(torch.ones_like(w), torch.frexp(w).exponent - 9)    # bf16: 8 significant bits
     raw = (o - w).abs()
-    err = (raw - half_ulp).clamp_min(0).max().item() if o.numel() else 0.0
+    err = (raw - bf16_half_ulp(w)).clamp_min(0).max().item() if o.numel() else 0.0
     rel = ((o - w).norm() / w.norm().clamp_min(1e-30)).item() if o.numel() else 0.0
     finite = torch.isfinite(want_lse)
     lse_ok = torch.equal(torch.isfinite(lse), finite) and (

@@ -22,6 +22,7 @@ import math
 import torch
 
 from ..device import device_target
+from ..dtypes import bf16_half_ulp
 from ..errors import InputError, TargetError
 from ..formats import MX_BLOCK, scale_row_max
 from ..params import Choice
@@ -628,8 +629,7 @@ def compare(out, want, rtol_l2: float = 2e-2, atol_rel: float = 5e-2) -> tuple[b
     if torch.isnan(o).any():
         return False, "NaN in the output"
     scale = w.pow(2).mean().sqrt().clamp_min(1e-30).item() if w.numel() else 1.0
-    half_ulp = torch.ldexp(torch.ones_like(w), torch.frexp(w).exponent - 9)    # bf16: 8 significant bits
-    err = ((o - w).abs() - half_ulp).clamp_min(0).max().item() / scale if o.numel() else 0.0
+    err = ((o - w).abs() - bf16_half_ulp(w)).clamp_min(0).max().item() / scale if o.numel() else 0.0
     rel = ((o - w).norm() / w.norm().clamp_min(1e-30)).item() if o.numel() else 0.0
     return err <= atol_rel and rel <= rtol_l2, f"rel L2 {rel:.2e}, max abs {err:.2e} x RMS beyond bf16 rounding"
 
