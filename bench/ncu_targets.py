@@ -1,7 +1,7 @@
 """One launch of each kernel configuration worth profiling, for Nsight Compute:
 
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats ... \
-        python3 bench/ncu_targets.py [mla] [heads] [fp8] [twin] [moe] [moe_skinny] [moe_m64] [moe_large] [moe_e33m64] [moe_rs]
+        python3 bench/ncu_targets.py [mla] [heads] [fp8] [twin] [moe] [moe_skinny] [moe_m64] [moe_large] [moe_e33m64] [moe_e33m64_tma] [moe_rs]
 
 Inputs are built and each kernel compiled before its one profiled call; no timing here (ncu
 replays each launch and reports its own duration and counters).
@@ -26,6 +26,7 @@ TARGETS = {
     "moe_m64": [("mxfp4_moe", {"mode": "a16w4", "overlap": 0}, MOE_SHAPES[1])],        # R1 E257 M64: skinny, gemm2 from shared memory
     "moe_large": [("mxfp4_moe", {"mode": "a16w4"}, MOE_SHAPES[5])],
     "moe_e33m64": [("mxfp4_moe", {"mode": "a16w4", "overlap": 0}, MOE_SHAPES[3])],    # R1 E33 M64: medium warpgroup_rs tiles
+    "moe_e33m64_tma": [("mxfp4_moe", {"mode": "a16w4", "overlap": 0, "wfetch": "tma"}, MOE_SHAPES[3])],   # the same, weights by TMA
     "moe_rs": [("mxfp4_moe", {"mode": "a16w4", "overlap": 0, "tiles": "large", "mma": "warpgroup_rs"}, MOE_SHAPES[5])],
 }
 
