@@ -60,7 +60,6 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
     _check(cu.cuFuncSetAttribute(function, attr, nbytes), "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
 
 
-
 @functools.lru_cache(maxsize=256)
 def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_bytes: int) -> bytes:
     """The driver's 128-byte tensor map of a row-major byte array (rows x row_bytes, rows
@@ -76,6 +75,7 @@ def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_by
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     return ctypes.string_at(tmap.getPtr(), 128)
+
 
 # The launch call itself, for the hot path in portable.kernels.base.Launcher:
 # LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)

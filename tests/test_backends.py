@@ -124,7 +124,6 @@ def test_param_packer_slots():
         ParamPacker(("ptr", "half"))
 
 
-
 def test_param_packer_tensor_map_slot():
     """A tensor map travels by value: 128 bytes at a 64-byte aligned address, the scalars around
     it in their own slots; each kernelParams entry points at its argument's bytes."""
@@ -137,6 +136,7 @@ def test_param_packer_tensor_map_slot():
     assert ctypes.string_at(ptrs[1], 128) == desc
     assert struct.unpack("<i", ctypes.string_at(ptrs[0], 4)) == (3,)
     assert struct.unpack("<Q", ctypes.string_at(ptrs[2], 8)) == (0xABC,)
+
 
 def _api_calls(path: Path, prefix: str) -> set[str]:
     return set(re.findall(rf"\.({prefix}[A-Z]\w+)\(", path.read_text()))
