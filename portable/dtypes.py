@@ -33,5 +33,8 @@ def dtype_name(value) -> str:
 
 def bf16_half_ulp(values: torch.Tensor) -> torch.Tensor:
     """Half a bf16 ulp at each value (8 significant bits): how far rounding it to bf16 alone may
-    move it. The kernels' checks count errors past their bf16 outputs' own rounding."""
-    return torch.ldexp(torch.ones_like(values), torch.frexp(values).exponent - 9)
+    move it; zero at an exact zero, which bf16 holds exactly (frexp gives 0 an exponent of 0, so
+    the bare formula would allow 2^-9 there). The kernels' checks count errors past their bf16
+    outputs' own rounding."""
+    half = torch.ldexp(torch.ones_like(values), torch.frexp(values).exponent - 9)
+    return torch.where(values == 0, torch.zeros_like(half), half)

@@ -187,6 +187,12 @@ def test_compare_counts_error_beyond_the_bf16_output_rounding():
     off[0] += 1.0
     ok, detail = compare(off.to(torch.bfloat16), want)
     assert not ok and "beyond bf16 rounding" in detail, detail
+    # an exact zero rounds to itself: no allowance there (the RMS here is 1e-2, the error 0.15 x RMS)
+    small = torch.full((1600,), 1e-2)
+    small[0] = 0.0
+    wrong = small.clone()
+    wrong[0] = 1.5e-3
+    assert not compare(wrong.to(torch.bfloat16), small)[0]
 
 
 def test_weight_loads_ask_the_l2_for_256_byte_blocks():
