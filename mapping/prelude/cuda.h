@@ -189,12 +189,6 @@ struct __align__(64) tensor_map { unsigned long long v[16]; };
 __device__ __forceinline__ void mbarrier_init1(unsigned bar) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n\tfence.mbarrier_init.release.cluster;" :: "r"(bar) : "memory");
 }
-__device__ __forceinline__ void mbarrier_init_n(unsigned bar, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n\tfence.mbarrier_init.release.cluster;" :: "r"(bar), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
 __device__ __forceinline__ void mbarrier_expect_tx(unsigned bar, unsigned bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
 }

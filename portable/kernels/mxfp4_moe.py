@@ -105,10 +105,6 @@ class MXFP4MoE(Kernel):
         # `ahead` slices in flight), "" = the tiling's `wfetch`
         "wfetch": Choice(("", "registers", "tma"), ""),
         "wstages": Choice((0, 2, 3, 4, 5, 6, 8), 0),
-        # warpgroup_rs B slices (wfetch "registers"): "block" (copied by all threads, a block barrier
-        # a slice), "warpgroup" (each warpgroup copies the whole slice into the same stage and waits
-        # at its own barrier; an mbarrier a stage says both are done with it), "" = the tiling's
-        "bsync": Choice(("", "block", "warpgroup"), ""),
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -149,7 +145,7 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages", "bsync")
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages")
                   if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
@@ -291,8 +287,7 @@ class MXFP4MoE(Kernel):
                 problems.append("tcgen05 tiles need bm = 128, warps = 4 and 2 * bn <= 256")
         elif self.mma_path(target) == "warpgroup_rs":     # two warpgroups of 64 weight rows
             groups = t.get("groups", 1)
-            bms = (32, 64, 128, 256) if t.get("bsync") == "warpgroup" and not self.tma(target) else (64, 128, 256)
-            if ("wgmma" not in tgt.features or warps != 8 or bm not in bms or bk != 128 or groups not in (1, 2)
+            if ("wgmma" not in tgt.features or warps != 8 or bm not in (64, 128, 256) or bk != 128 or groups not in (1, 2)
                     or bn != 64 * groups or t["bn2"] != 128 * groups or t.get("stages", 0) < 3):
                 problems.append(f"warpgroup_rs tiles need a target with wgmma ({target}: "
                                 f"{'yes' if 'wgmma' in tgt.features else 'no'}), 8 warps, bm 64, 128 or 256, bk 128, "
@@ -326,8 +321,7 @@ class MXFP4MoE(Kernel):
                 "RASTER": t.get("raster", "tile"),
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target),
-                "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers",
-                "BSYNC": t.get("bsync", "block")}
+                "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers"}
 
     def tma(self, target) -> bool:
         """Whether the warpgroup_rs GEMMs read their weights through tensor-map copies (wfetch "tma")."""
