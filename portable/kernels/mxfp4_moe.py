@@ -105,9 +105,6 @@ class MXFP4MoE(Kernel):
         # `ahead` slices in flight), "" = the tiling's `wfetch`
         "wfetch": Choice(("", "registers", "tma"), ""),
         "wstages": Choice((0, 2, 3, 4, 5, 6, 8), 0),
-        # warpgroup_rs gemm2: bn2-wide column groups a block multiplies one after another, so the
-        # block's start (the tile's rows, the wait for h) is paid once for them (0: the tiling's)
-        "units2": Choice((0, 1, 2, 4), 0),
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -148,7 +145,7 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages", "units2")
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages")
                   if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
@@ -311,9 +308,6 @@ class MXFP4MoE(Kernel):
         smem = max(v["bytes"] for v in layout.values())
         if smem > tgt.smem_per_block:
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
-        if t.get("units2", 1) > 1 and (self.mma_path(target) != "warpgroup_rs" or self.tma(target)):
-            problems.append(f"units2 = {t['units2']}: more than one gemm2 column group a block takes warpgroup_rs "
-                            f"tiles with wfetch 'registers'")
         if self.tma(target) and ("tma" not in tgt.features or t.get("wstages", 0) < 2):
             problems.append(f"wfetch 'tma' needs a target with tensor-map copies ({target}: "
                             f"{'yes' if 'tma' in tgt.features else 'no'}) and wstages of 2 or more")
@@ -327,8 +321,7 @@ class MXFP4MoE(Kernel):
                 "RASTER": t.get("raster", "tile"),
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target),
-                "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers",
-                "UNITS2": t.get("units2", 1)}
+                "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers"}
 
     def tma(self, target) -> bool:
         """Whether the warpgroup_rs GEMMs read their weights through tensor-map copies (wfetch "tma")."""
@@ -511,7 +504,7 @@ class MXFP4MoE(Kernel):
         else:
             split1 = split2 = 1
             # rs: gemm1 writes whole 128-value slices of h (zeros past d_expert), which gemm2 reads
-            grid1, grid2 = -(-_align(s.d_expert, 128 if rs else 1) // t["bn"]), -(-width // (t["bn2"] * t.get("units2", 1)))
+            grid1, grid2 = -(-_align(s.d_expert, 128 if rs else 1) // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         shared2, threads2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2), threads
         if shared2:                          # its own rows a block and warps
