@@ -251,12 +251,8 @@ class MXFP4MoE(Kernel):
                 off_as = off_bs = 0
                 off_b = bm * lda * 2
                 operands = off_b + nb * lda * 2
-            if self.mma_path(target) == "warpgroup_rs":    # the pair ids in the last activation stage
-                off_rows = (t["stages"] - 1) * bm * bk * 2
-                off_bar = _align(max(operands, bm * ldc * 4), 8)
-            else:
-                off_rows = _align(max(operands, bm * ldc * 4))
-                off_bar = _align(off_rows + bm * 4, 8)     # the weight stages' mbarriers
+            off_rows = _align(max(operands, bm * ldc * 4))
+            off_bar = _align(off_rows + bm * 4, 8)         # the weight stages' mbarriers
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
                           "stage_a": bm * bk, "stage_b": nb * bk,
                           "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_bar + 8 * wstages,
