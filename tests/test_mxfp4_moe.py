@@ -1,5 +1,8 @@
 """mxfp4_moe without a GPU: five-target compile with the issue's instruction checks, tiling
 data, argument errors before any launch."""
+import importlib.util
+import pathlib
+
 import pytest
 import torch
 
@@ -209,6 +212,27 @@ def test_weight_loads_ask_the_l2_for_256_byte_blocks():
         body = nvrtc.kernel_sass(sass, name)
         assert "UTMALDG.2D" in body and "LDG.E.LTC256B.128.CONSTANT" not in body, name
     assert "global_load_dwordx4" in MXFP4MoE(tiles="skinny").binary("gfx942").asm
+
+
+def test_one_barrier_a_pair_of_k_slices():
+    """bpair: R1's medium tiles (the auto variant from medium_deep_from_hidden) take one block
+    barrier a pair of K slices in both GEMMs' K loops (each loop body two slices, 16 HGMMA: 1
+    BAR.SYNC against 2); a caller asking for TMA weights does not get it, and asking for it where it
+    cannot apply is refused by name (bench/NOTES.md mxfp4_moe v28)."""
+    spec = importlib.util.spec_from_file_location("sass_loops", pathlib.Path(__file__).parents[1] / "bench" / "sass_loops.py")
+    sass_loops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sass_loops)
+    auto = portable.load("mxfp4_moe").auto_variant(576, 33, 7168, "sm_90a", 2048)
+    assert auto.params["bpair"] == "both"
+    for bpair, barriers in (("none", 2), ("both", 1)):
+        code = auto.variant("medium", **{**{k: v for k, v in auto.params.items() if k != "tiles"}, "bpair": bpair}).binary("sm_90a").code
+        for name in ("moe_gemm1", "moe_gemm2"):
+            insns, labels = sass_loops.instructions(code, name)
+            k_loops = [body for body in sass_loops.loops(insns, labels) if sum("HGMMA" in x["op"] for x in body) == 16]
+            assert k_loops and all(sum("BAR.SYNC" in x["op"] for x in body) == barriers for body in k_loops), (bpair, name)
+    assert portable.load("mxfp4_moe", wfetch="tma").auto_variant(576, 33, 7168, "sm_90a", 2048).params["bpair"] == ""
+    with pytest.raises(portable.InputError, match="bpair 'both'.*wfetch 'registers' and an even number of stages"):
+        portable.load("mxfp4_moe", tiles="medium", bpair="both").binary("sm_90a")
 
 
 def test_wgmma_pipeline_not_serialized():

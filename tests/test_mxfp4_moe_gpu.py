@@ -331,6 +331,28 @@ def test_weights_by_tensor_map_change_no_bit(case, tiles, params):
     assert torch.equal(out, tma)
 
 
+@pytest.mark.parametrize("case,tiles,params", [
+    ("R1-like", "medium", {"gemm2_type": "f16", "ahead": 2, "ahead2": 2}),
+    ("partial K slice", "medium", {"ahead": 2, "ahead2": 2, "mode": "a4w4"}),
+    ("padded dims", "large", {}), ("large tiles", "large", {"stages": 6}),
+    ("empty experts, repeats, shared", "medium", {"ahead": 3, "ahead2": 3})])
+def test_one_barrier_a_group_of_slices_changes_no_bit(case, tiles, params):
+    """bpair (the rs K loop's block barrier and B copies once a group of stages / 2 K slices)
+    against one a slice: the same MMAs in the same order, so the same bits; groups of 2 and 3
+    slices, a last group of one slice (2880: 23 slices), an odd `ahead` (the group found by the
+    slice's index), both GEMMs, both modes."""
+    if f"{tiles}_warpgroup_rs" not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
+        pytest.skip(f"no [{tiles}_warpgroup_rs] tiling for this GPU's target")
+    args, opts = CASES[case]
+    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
+    base = {"tiles": tiles, "wfetch": "registers", **params}
+    each = run_poisoned(portable.load("mxfp4_moe", **base, bpair="none"), inp)
+    grouped = run_poisoned(portable.load("mxfp4_moe", **base, bpair="both"), inp)
+    ok, detail = compare(grouped, moe_reference(**inp, mode=params.get("mode", "a16w4")))
+    assert ok, f"{case} {tiles} {params}: {detail}"
+    assert torch.equal(grouped, each)
+
+
 def test_unaligned_arrays_refused_before_any_launch():
     """hidden_states, w13 and w2 are read 16 bytes at a time (the weights also as tensor-map
     arrays): an 8-byte aligned one is refused by name, on every tiling, before any launch."""

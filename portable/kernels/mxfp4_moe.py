@@ -40,6 +40,7 @@ SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a ta
                    "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
+BPAIR_GEMMS = {"none": 0, "gemm1": 1, "gemm2": 2, "both": 3}     # bpair: a bit a GEMM (the template's BPAIR)
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -105,6 +106,10 @@ class MXFP4MoE(Kernel):
         # `ahead` slices in flight), "" = the tiling's `wfetch`
         "wfetch": Choice(("", "registers", "tma"), ""),
         "wstages": Choice((0, 2, 3, 4, 5, 6, 8), 0),
+        # warpgroup_rs with wfetch "registers" and an even number of stages: the GEMMs ("gemm1",
+        # "gemm2", "both") whose K loop takes one block barrier a group of stages / 2 K slices (copied
+        # as one group) instead of one a slice; "none"; "" = the tiling's (bench/NOTES.md mxfp4_moe v28)
+        "bpair": Choice(("", "none", "gemm1", "gemm2", "both"), ""),
         # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
         # plainly): its blocks start while the kernel before it finishes and wait in
         # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
@@ -145,7 +150,7 @@ class MXFP4MoE(Kernel):
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages")
+        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages", "bpair")
                   if self.params[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
@@ -209,6 +214,8 @@ class MXFP4MoE(Kernel):
             over = {k: v for k, v in table["medium_deep"].items() if not self.params[k]}
             if over.get("gemm2_type") == "f16" and De > self.variant(kind).h16_max_cols(target):
                 del over["gemm2_type"]
+            if self.params["wfetch"] == "tma" or self.params["stages"] % 2:     # bpair needs neither
+                over.pop("bpair", None)
         return self.variant(kind, **over)
 
     def h16_max_cols(self, target) -> int:
@@ -308,6 +315,9 @@ class MXFP4MoE(Kernel):
         smem = max(v["bytes"] for v in layout.values())
         if smem > tgt.smem_per_block:
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
+        if BPAIR_GEMMS[t.get("bpair", "none")] and (self.mma_path(target) != "warpgroup_rs" or self.tma(target) or t.get("stages", 0) % 2):
+            problems.append(f"bpair {t['bpair']!r}: one barrier a group of K slices takes warpgroup_rs tiles with "
+                            f"wfetch 'registers' and an even number of stages")
         if self.tma(target) and ("tma" not in tgt.features or t.get("wstages", 0) < 2):
             problems.append(f"wfetch 'tma' needs a target with tensor-map copies ({target}: "
                             f"{'yes' if 'tma' in tgt.features else 'no'}) and wstages of 2 or more")
@@ -321,7 +331,8 @@ class MXFP4MoE(Kernel):
                 "RASTER": t.get("raster", "tile"),
                 "MIN_BLOCKS": (t.get("min_blocks", 1), t.get("min_blocks2", 1)),
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target),
-                "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers"}
+                "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers",
+                "BPAIR": BPAIR_GEMMS[t.get("bpair", "none")]}
 
     def tma(self, target) -> bool:
         """Whether the warpgroup_rs GEMMs read their weights through tensor-map copies (wfetch "tma")."""
