@@ -217,7 +217,8 @@ def test_weight_loads_ask_the_l2_for_256_byte_blocks():
 def test_one_barrier_a_pair_of_k_slices():
     """bpair: R1's medium tiles (the auto variant from medium_deep_from_hidden) take one block
     barrier a pair of K slices in both GEMMs' K loops (each loop body two slices, 16 HGMMA: 1
-    BAR.SYNC against 2); a caller asking for TMA weights does not get it, and asking for it where it
+    BAR.SYNC against 2); callers asking for TMA weights or another matrix path do not get it (with
+    mma "warpgroup" or "sync" the auto variant was refused before), and asking for it where it
     cannot apply is refused by name (bench/NOTES.md mxfp4_moe v28)."""
     spec = importlib.util.spec_from_file_location("sass_loops", pathlib.Path(__file__).parents[1] / "bench" / "sass_loops.py")
     sass_loops = importlib.util.module_from_spec(spec)
@@ -230,7 +231,9 @@ def test_one_barrier_a_pair_of_k_slices():
             insns, labels = sass_loops.instructions(code, name)
             k_loops = [body for body in sass_loops.loops(insns, labels) if sum("HGMMA" in x["op"] for x in body) == 16]
             assert k_loops and all(sum("BAR.SYNC" in x["op"] for x in body) == barriers for body in k_loops), (bpair, name)
-    assert portable.load("mxfp4_moe", wfetch="tma").auto_variant(576, 33, 7168, "sm_90a", 2048).params["bpair"] == ""
+    for over in ({"wfetch": "tma"}, {"mma": "warpgroup"}, {"mma": "sync"}):     # it does not apply there: left out
+        v = portable.load("mxfp4_moe", **over).auto_variant(576, 33, 7168, "sm_90a", 2048)
+        assert v.params["bpair"] == "" and v.template_context("sm_90a")["BPAIR"] == 0, over
     with pytest.raises(portable.InputError, match="bpair 'both'.*wfetch 'registers' and an even number of stages"):
         portable.load("mxfp4_moe", tiles="medium", bpair="both").binary("sm_90a")
 

@@ -214,8 +214,8 @@ class MXFP4MoE(Kernel):
             over = {k: v for k, v in table["medium_deep"].items() if not self.params[k]}
             if over.get("gemm2_type") == "f16" and De > self.variant(kind).h16_max_cols(target):
                 del over["gemm2_type"]
-            if self.params["wfetch"] == "tma" or self.params["stages"] % 2:     # bpair needs neither
-                over.pop("bpair", None)
+            if "bpair" in over and not self.variant(kind, **over).bpair_fits(target):
+                del over["bpair"]             # e.g. the caller's TMA weights or mma path
         return self.variant(kind, **over)
 
     def h16_max_cols(self, target) -> int:
@@ -315,7 +315,7 @@ class MXFP4MoE(Kernel):
         smem = max(v["bytes"] for v in layout.values())
         if smem > tgt.smem_per_block:
             problems.append(f"{smem} bytes of shared memory, {target} has {tgt.smem_per_block}")
-        if BPAIR_GEMMS[t.get("bpair", "none")] and (self.mma_path(target) != "warpgroup_rs" or self.tma(target) or t.get("stages", 0) % 2):
+        if BPAIR_GEMMS[t.get("bpair", "none")] and not self.bpair_fits(target):
             problems.append(f"bpair {t['bpair']!r}: one barrier a group of K slices takes warpgroup_rs tiles with "
                             f"wfetch 'registers' and an even number of stages")
         if self.tma(target) and ("tma" not in tgt.features or t.get("wstages", 0) < 2):
@@ -333,6 +333,13 @@ class MXFP4MoE(Kernel):
                 "WARPS": warps, "WARPS_M": wm, "E_MAX": E_MAX, "LAYOUT": layout, "RS_F16": self.rs_f16(target),
                 "RS_H16": self.rs_h16(target), "WFETCH": "tma" if self.tma(target) else "registers",
                 "BPAIR": BPAIR_GEMMS[t.get("bpair", "none")]}
+
+    def bpair_fits(self, target) -> bool:
+        """Whether the K loop can take one block barrier a group of slices (bpair): warpgroup_rs
+        tiles whose weights come by loads (TMA stages rely on a barrier a slice) and an even
+        number of activation stages (two groups of stages / 2)."""
+        return (self.mma_path(target) == "warpgroup_rs" and not self.tma(target)
+                and self.tiles(target).get("stages", 0) % 2 == 0)
 
     def tma(self, target) -> bool:
         """Whether the warpgroup_rs GEMMs read their weights through tensor-map copies (wfetch "tma")."""
