@@ -7,8 +7,7 @@ change to the skinny GEMMs' loads can gain before any is written (bench/NOTES.md
     python bench/load_probe.py [--rows 17408] [--row-bytes 3584]
 
 Patterns: "skinny" is gemm1's: a block takes 16 rows, its 4 warps every 4th 64-byte slice of
-them, lane (g, t) rows g and g + 8 at bytes 16 t of the slice; "skinny_pairs" the same loads,
-a warp taking its slices two at a time (both 64-byte halves of a 128-byte line back to back); "rows" gives each warp 4 whole
+them, lane (g, t) rows g and g + 8 at bytes 16 t of the slice; "rows" gives each warp 4 whole
 rows (lane l: bytes 16 l of a 512-byte piece); "flat" reads the block's rows as one run, 512
 contiguous bytes a warp load; "async" is "skinny" by cp.async into a ring of `depth` slices a
 warp; "async_all", "bulk_all" and "ldg_sts_all" stage a block's 16 rows whole in shared memory
@@ -52,27 +51,6 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
         for (int d = 0; d < DEPTH; ++d)
             acc ^= r[d][0].x ^ r[d][0].y ^ r[d][0].z ^ r[d][0].w ^ r[d][1].x ^ r[d][1].y ^ r[d][1].z ^ r[d][1].w;
     }
-#elif PATTERN == 7      // skinny_pairs: the skinny loads, the warp's k-th slice 2 (warp + 4 (k / 2)) + k % 2, so
-    // one warp reads both 64-byte halves of each 128-byte line, back to back
-    const int slices = row_bytes / 64;
-    const char* p0 = base + g * row_bytes + 16 * t;
-    const char* p1 = p0 + 8 * row_bytes;
-    for (int k0 = 0; 2 * (warp + 4 * (k0 >> 1)) < slices; k0 += DEPTH) {
-        uint4 r[DEPTH][2];
-#pragma unroll
-        for (int d = 0; d < DEPTH; ++d) {
-            const int k = k0 + d, s = 2 * (warp + 4 * (k >> 1)) + (k & 1);
-            if (s < slices) {
-                r[d][0] = __ldg(reinterpret_cast<const uint4*>(p0 + 64 * s));
-                r[d][1] = __ldg(reinterpret_cast<const uint4*>(p1 + 64 * s));
-            } else {
-                r[d][0] = r[d][1] = make_uint4(0, 0, 0, 0);
-            }
-        }
-#pragma unroll
-        for (int d = 0; d < DEPTH; ++d)
-            acc ^= r[d][0].x ^ r[d][0].y ^ r[d][0].z ^ r[d][0].w ^ r[d][1].x ^ r[d][1].y ^ r[d][1].z ^ r[d][1].w;
-    }
 #elif PATTERN == 3      // skinny by cp.async: a ring of DEPTH slices a warp in shared memory, one group a slice
     extern __shared__ __align__(16) unsigned char ring[];
     const int slices = row_bytes / 64;
@@ -97,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
         acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
         issue(k + DEPTH);               // the slot just read (its own lane's bytes: no barrier)
     }
-#elif PATTERN >= 4 && PATTERN <= 6   // the block's 16 rows, one contiguous run, staged whole in shared memory, then read
+#elif PATTERN >= 4      // the block's 16 rows, one contiguous run, staged whole in shared memory, then read
     // back: by 16-byte cp.async a lane, one group (4), by one bulk copy on an mbarrier (5), or by
     // loads and shared stores (6): moe_gemm2_shared's staging, nothing else
     extern __shared__ __align__(128) unsigned char ring[];
@@ -156,8 +134,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
     if (acc == 0x9e3779b9u) out[0] = acc;     // never true for these inputs: keeps the loads
 }
 """
-PATTERNS = {"skinny": 0, "rows": 1, "flat": 2, "async": 3, "async_all": 4, "bulk_all": 5, "ldg_sts_all": 6,
-            "skinny_pairs": 7}
+PATTERNS = {"skinny": 0, "rows": 1, "flat": 2, "async": 3, "async_all": 4, "bulk_all": 5, "ldg_sts_all": 6}
 
 
 def compile_probe(pattern: str, depth: int):
@@ -200,7 +177,7 @@ def main():
             fn = cuda_driver.get_function(mod, "probe")
             for bps in map(int, args.blocks_per_sm.split(",")):
                 smem = smem_sm // bps - 2048 - 256    # room for bps blocks, each with its reserved and static shared bytes
-                if pat == 3 and smem < 4 * depth * 1024 or pat in (4, 5, 6) and (smem < 16 * args.row_bytes or depth > 1):
+                if pat == 3 and smem < 4 * depth * 1024 or pat >= 4 and (smem < 16 * args.row_bytes or depth > 1):
                     continue
                 cuda_driver.set_max_dynamic_smem(fn, smem)
 
