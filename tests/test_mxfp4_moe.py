@@ -175,7 +175,7 @@ def test_kernels_launched_overlapped_wait_for_the_one_before():
         for name in names:
             assert "ACQBULK" in nvrtc.kernel_sass(sass, name), (tiles, name)
         combine = nvrtc.kernel_sass(sass, "moe_combine")
-        assert "ACQBULK" not in combine and "LDG.E.STRONG" in combine and "CCTL.IVALL" in combine, tiles
+        assert "ACQBULK" not in combine and "LDG.E.STRONG.GPU" in combine and "CCTL.IVALL" in combine, tiles
         assert not [line for line in combine.splitlines() if "LDG.E.128.CONSTANT" in line], tiles
         assert k.binary("gfx942").code
     # x's pass reads nothing moe_route writes: it waits only after its last store, running beside it
