@@ -165,18 +165,13 @@ def test_auto_variant_takes_the_deep_medium_tiles_from_d_hidden():
 
 def test_kernels_launched_overlapped_wait_for_the_one_before():
     """Every kernel launched overlapped after moe_route has griddepcontrol.wait (ACQBULK in the
-    SASS) on CUDA, but moe_combine, which waits for its column group's gemm2 blocks by an acquire
-    load (and its L1 invalidation) and reads ybuf coherently (no read-only-path loads, which gemm2
-    may still be writing); HIP compiles the same template with no-ops."""
+    SASS) on CUDA; HIP compiles the same template with no-ops."""
     for tiles, mode in (("skinny", "a4w4"), ("large", "a16w4")):
         k = MXFP4MoE(tiles=tiles, mode=mode)
         sass = k.binary("sm_90a").asm
-        names = ["moe_gemm1", "moe_gemm2"] + (["moe_quantize_x", "moe_quantize_h"] if tiles == "skinny" else [])
+        names = ["moe_gemm1", "moe_gemm2", "moe_combine"] + (["moe_quantize_x", "moe_quantize_h"] if tiles == "skinny" else [])
         for name in names:
             assert "ACQBULK" in nvrtc.kernel_sass(sass, name), (tiles, name)
-        combine = nvrtc.kernel_sass(sass, "moe_combine")
-        assert "ACQBULK" not in combine and "LDG.E.STRONG.GPU" in combine and "CCTL.IVALL" in combine, tiles
-        assert not [line for line in combine.splitlines() if "LDG.E.128.CONSTANT" in line], tiles
         assert k.binary("gfx942").code
     # x's pass reads nothing moe_route writes: it waits only after its last store, running beside it
     for tiles, name in (("skinny", "moe_quantize_x"), ("medium", "moe_permute_x")):

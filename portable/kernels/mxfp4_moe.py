@@ -126,10 +126,10 @@ class MXFP4MoE(Kernel):
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "ptr", "ptr", "tmap")
     OTHER_ENTRIES = {
-        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr", "ptr", "i32"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "tmap"),
-        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "tmap"),   # skinny modules with a shared2_k
-        "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr", "ptr", "i32", "i32"),
+        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
+        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),
+        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),   # skinny modules with a shared2_k
+        "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
         "moe_permute_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),     # warpgroup_rs modules only
@@ -470,8 +470,7 @@ class MXFP4MoE(Kernel):
         x, x_stride = hidden_states.data_ptr(), width
         go = launcher.launch_other
         go("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
-           (topk_ids.data_ptr(), M * k_top, s.E, plan["max_tiles"], at["tile_expert"], at["tile_rows"], at["tile_done"],
-            at["ydone"], plan["y_groups"]))
+           (topk_ids.data_ptr(), M * k_top, s.E, plan["max_tiles"], at["tile_expert"], at["tile_rows"], at["tile_done"]))
         if plan["x_pass"]:              # x rounded through MXFP4 once, or (rs) put in the GEMM's K order
             x, x_stride = at["x"], plan["x_stride"]
             go(plan["x_pass"], plan["x_grid"], (256, 1, 1), 0,
@@ -487,10 +486,9 @@ class MXFP4MoE(Kernel):
            (at["hbuf"], s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
             at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
             at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"], at.get("hexp", 0),
-            0 if w2_row_max is None else w2_row_max.data_ptr(), at["ydone"], map2), ov)
+            0 if w2_row_max is None else w2_row_max.data_ptr(), map2), ov)
         go("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
-           (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr(),
-            at["ydone"], plan["y_cols"], plan["y_target"]), ov)
+           (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
 
     def plan(self, launcher, M: int, width: int, k_top: int, s, w2, w2_scale) -> dict:
@@ -527,15 +525,9 @@ class MXFP4MoE(Kernel):
             grid1, grid2 = -(-_align(s.d_expert, 128 if rs else 1) // t["bn"]), -(-width // t["bn2"])
         quantize_h = skinny and self.params["mode"] == "a4w4"     # gemm1 leaves fp32 h to round
         shared2, threads2 = skinny and self.shared2_fits(t, s, w2, w2_scale, split2), threads
-        # gemm2's output columns a block (moe_combine waits for each such group, signal_y) and the
-        # signals a block gives: one, or one a K-part-0 warp on the skinny ring
-        y_cols, y_signals = t["bn2"], 1
-        if skinny:
-            y_cols, y_signals = 16 * t["mt2"] * t["warps"] // split2, t["warps"] // split2
         if shared2:                          # its own rows a block and warps
             threads2 = t["shared2_warps"] * get_target(launcher.target).wave
-            y_cols, y_signals = 16 * t["shared2_mt"] * t["shared2_warps"], 1
-            grid2 = -(-width // y_cols)
+            grid2 = -(-width // (16 * t["shared2_mt"] * t["shared2_warps"]))
         # skinny a16w4 and warpgroup_rs tiles, overlapped: gemm2's blocks of a tile wait for the tile's
         # h parts (skinny: each block's K-part-0 warps signal; rs: each block), not for all of gemm1,
         # so the tiles done first are multiplied during gemm1's last wave (a plain launch starts after
@@ -553,7 +545,7 @@ class MXFP4MoE(Kernel):
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
         h_rows = max_tiles * bm
-        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * max_tiles, "ydone": 4 * grid2,
+        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * max_tiles,
                  "hbuf": 2 * h_rows * h_cols, "ybuf": 2 * P * width}
         if quantize_h:
             sizes["h_out"] = 4 * h_rows * h_cols
@@ -576,7 +568,6 @@ class MXFP4MoE(Kernel):
                 "quantize_h": quantize_h, "h_rows": h_rows, "qh_grid": (-(-(h_rows * s.De // MX_BLOCK) // 256), 1, 1),
                 "gemm2": "moe_gemm2_shared" if shared2 else "moe_gemm2", "grid2": grid(grid2),
                 "block2": (threads2, 1, 1), "smem2": layout[2]["bytes"], "split2": split2, "h_parts": h_parts,
-                "y_groups": grid2, "y_cols": y_cols, "y_target": max_tiles * y_signals,
                 "tma_rows": 64 * t.get("groups", 1) if self.tma(launcher.target) else 0}
 
     def shared2_k(self, t: dict) -> int:
