@@ -118,11 +118,6 @@ class MXFP4MoE(Kernel):
         # signalled its h done ("tile"; R1 E257 M4 60.5 -> 59.2 us, E33 M64 418 -> 406 with raster
         # "column"), or wait for the whole of gemm1 ("grid")
         "h_wait": Choice(("tile", "grid"), "tile"),
-        # skinny a16w4 tiles with gemm2 from shared memory, overlapped, waits per tile: 1 runs both
-        # GEMMs as one grid (moe_gemm12), items in ticket order, gemm2's of tile k after gemm1's of
-        # tile k + `lag`, so gemm2's weight copies overlap gemm1's reads
-        "fuse": Choice((0, 1), 0),
-        "lag": Choice((0, 1, 2, 4, 6, 8, 12, 16), 4),
         # skinny and warpgroup_rs tiles: the order blocks start in: "tile" (the grid's x runs over
         # the tiles, so blocks started together read different experts) or "column" (x runs over a
         # tile's column blocks: neighbouring rows of one expert, tiles finished in order); "" = the
@@ -135,8 +130,6 @@ class MXFP4MoE(Kernel):
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),
         "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),   # skinny modules with a shared2_k
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
-        "moe_gemm12": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr",
-                       "ptr", "ptr", "ptr", "i32", "ptr", "i32", "i32", "i32", "i32", "i32"),     # fuse=1 modules only
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
         "moe_permute_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),     # warpgroup_rs modules only
@@ -290,7 +283,7 @@ class MXFP4MoE(Kernel):
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": self.shared2_k(t),
                     "SHARED2_MT": t["shared2_mt"], "SHARED2_WARPS": t["shared2_warps"],
-                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"], "FUSE": self.params["fuse"]}
+                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -482,26 +475,18 @@ class MXFP4MoE(Kernel):
             x, x_stride = at["x"], plan["x_stride"]
             go(plan["x_pass"], plan["x_grid"], (256, 1, 1), 0,
                (hidden_states.data_ptr(), width, s.d_hidden, M, x, x_stride, at.get("xexp", 0)), ov)
-        if plan["fused"]:
-            cols1, cols2 = plan["cols"]
-            go("moe_gemm12", (plan["max_tiles"] * (cols1 + cols2), 1, 1), plan["block1"], 0,
-               (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
-                at["tile_expert"], at["tile_rows"], k_top, at["hbuf"], plan["split1"], at["tile_done"],
-                w2.data_ptr(), w2_scale.data_ptr(), topk_weights.data_ptr(), width, at["ybuf"], plan["h_parts"],
-                plan["max_tiles"], cols1, cols2, plan["lag"]), ov)
-        else:
-            go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
-               (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
-                at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0),
-                0 if w13_row_max is None else w13_row_max.data_ptr(), at.get("hblk", 0), at.get("hexp", 0), map13), ov)
-            if plan["quantize_h"]:
-                go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
-                   (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
-            go(plan["gemm2"], plan["grid2"], plan["block2"], plan["smem2"],
-               (at["hbuf"], s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
-                at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
-                at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"], at.get("hexp", 0),
-                0 if w2_row_max is None else w2_row_max.data_ptr(), map2), ov)
+        go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
+           (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
+            at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0),
+            0 if w13_row_max is None else w13_row_max.data_ptr(), at.get("hblk", 0), at.get("hexp", 0), map13), ov)
+        if plan["quantize_h"]:
+            go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
+               (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
+        go(plan["gemm2"], plan["grid2"], plan["block2"], plan["smem2"],
+           (at["hbuf"], s.De, s.d_expert, w2.data_ptr(), w2_scale.data_ptr(), s.Dh, s.d_hidden,
+            at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
+            at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"], at.get("hexp", 0),
+            0 if w2_row_max is None else w2_row_max.data_ptr(), map2), ov)
         go("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
            (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
         return out
@@ -556,15 +541,11 @@ class MXFP4MoE(Kernel):
             # f16 gemm2: the tile's last gemm1 block signals again once it has rescaled the tile's h
             h_parts = grid1 * (t["warps"] // split1) if skinny else grid1 + h16
         column_first = (skinny or rs) and t.get("raster") == "column"      # the grid's x over one tile's column groups
-        fused = bool(self.params["fuse"])
-        if fused and not (shared2 and h_parts > 0 and threads2 == threads):
-            raise InputError("fuse: 1 takes skinny a16w4 tiles whose gemm2 runs from shared memory with the "
-                             "tiling's warps, overlapped launches (overlap 1) and waits per tile (h_wait 'tile')")
 
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
         h_rows = max_tiles * bm
-        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * (max_tiles + 1),     # + moe_gemm12's ticket
+        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * max_tiles,
                  "hbuf": 2 * h_rows * h_cols, "ybuf": 2 * P * width}
         if quantize_h:
             sizes["h_out"] = 4 * h_rows * h_cols
@@ -587,7 +568,6 @@ class MXFP4MoE(Kernel):
                 "quantize_h": quantize_h, "h_rows": h_rows, "qh_grid": (-(-(h_rows * s.De // MX_BLOCK) // 256), 1, 1),
                 "gemm2": "moe_gemm2_shared" if shared2 else "moe_gemm2", "grid2": grid(grid2),
                 "block2": (threads2, 1, 1), "smem2": layout[2]["bytes"], "split2": split2, "h_parts": h_parts,
-                "fused": fused, "cols": (grid1, grid2), "lag": min(self.params["lag"], max_tiles),
                 "tma_rows": 64 * t.get("groups", 1) if self.tma(launcher.target) else 0}
 
     def shared2_k(self, t: dict) -> int:
