@@ -173,15 +173,11 @@ __device__ __forceinline__ void e2m1x8_to_bf16x8(unsigned w, unsigned scale2, co
 }
 
 // ---- mem.load16_l2_256: a read-only 16-byte load whose L2 miss fetches the aligned 256 bytes
-// (V: the 16-byte vector type; a template, so the prelude compiles without it). Its callers stream
-// weights read once, so their lines go first when the L2 needs room (an evict_first policy), and
-// what the kernels read back (h, the per-pair outputs) stays
+// (V: the 16-byte vector type; a template, so the prelude compiles without it)
 template <class V>
 __device__ __forceinline__ V load16_l2_256(const void* p) {
     V r;
-    asm("{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
-        "ld.global.nc.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], pol;\n\t}"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
     return r;
 }
 
