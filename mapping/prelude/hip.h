@@ -25,6 +25,12 @@ struct __attribute__((aligned(64))) tensor_map { unsigned long long v[16]; };
 template <class V>
 __device__ __forceinline__ V load16_l2_256(const void* p) { return *reinterpret_cast<const V*>(p); }
 
+// mem.store_l2_keep / mem.discard_l2: HIP C++ has no L2 eviction priority: a plain store, no discard
+__device__ __forceinline__ void store_l2_keep(void* p, unsigned v) { *reinterpret_cast<unsigned*>(p) = v; }
+template <class V>
+__device__ __forceinline__ void store_l2_keep(void* p, V v) { *reinterpret_cast<V*>(p) = v; }
+__device__ __forceinline__ void discard_l2(void*) {}
+
 __device__ __forceinline__ unsigned mma_lane() { return __lane_id(); }
 __device__ __forceinline__ frag_c mma_zero() { frag_c c; c.v = (mma_f32x4){0.f, 0.f, 0.f, 0.f}; return c; }
 __device__ __forceinline__ int mma_c_row(int i) { return 4 * (int)(mma_lane() >> 4) + i; }

@@ -129,7 +129,7 @@ class MXFP4MoE(Kernel):
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),
         "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),   # skinny modules with a shared2_k
-        "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr"),
+        "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr", "ptr", "i64"),
         "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),
         "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
         "moe_permute_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),     # warpgroup_rs modules only
@@ -487,8 +487,10 @@ class MXFP4MoE(Kernel):
             at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
             at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"], at.get("hexp", 0),
             0 if w2_row_max is None else w2_row_max.data_ptr(), map2), ov)
+        dead = plan["offsets"]["tile_expert"]
         go("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
-           (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr()), ov)
+           (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr(),
+            ws.data_ptr() + dead, (plan["bytes"] - dead) // 128), ov)
         return out
 
     def plan(self, launcher, M: int, width: int, k_top: int, s, w2, w2_scale) -> dict:
@@ -545,8 +547,9 @@ class MXFP4MoE(Kernel):
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
         h_rows = max_tiles * bm
-        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * max_tiles,
-                 "hbuf": 2 * h_rows * h_cols, "ybuf": 2 * P * width}
+        # ybuf first: moe_combine, which reads it, drops the rest from the L2 (mem.discard_l2)
+        sizes = {"ybuf": 2 * P * width, "tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows,
+                 "tile_done": 4 * max_tiles, "hbuf": 2 * h_rows * h_cols}
         if quantize_h:
             sizes["h_out"] = 4 * h_rows * h_cols
         if a4w4_x or rs:
