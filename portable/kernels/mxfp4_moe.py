@@ -487,10 +487,9 @@ class MXFP4MoE(Kernel):
             at["tile_expert"], at["tile_rows"], topk_weights.data_ptr(), width,
             at["ybuf"], plan["split2"], at["tile_done"], plan["h_parts"], at.get("hexp", 0),
             0 if w2_row_max is None else w2_row_max.data_ptr(), map2), ov)
-        dead = plan["offsets"]["tile_expert"]
         go("moe_combine", (-(-(M * width // 8) // 256), 1, 1), (256, 1, 1), 0,
            (at["ybuf"], topk_ids.data_ptr(), s.E, k_top, M, width, out.data_ptr(),
-            ws.data_ptr() + dead, (plan["bytes"] - dead) // 128), ov)
+            at["hbuf"], plan["kept_lines"]), ov)
         return out
 
     def plan(self, launcher, M: int, width: int, k_top: int, s, w2, w2_scale) -> dict:
@@ -547,9 +546,8 @@ class MXFP4MoE(Kernel):
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
         h_rows = max_tiles * bm
-        # ybuf first: moe_combine, which reads it, drops the rest from the L2 (mem.discard_l2)
-        sizes = {"ybuf": 2 * P * width, "tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows,
-                 "tile_done": 4 * max_tiles, "hbuf": 2 * h_rows * h_cols}
+        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * max_tiles,
+                 "hbuf": 2 * h_rows * h_cols, "ybuf": 2 * P * width}
         if quantize_h:
             sizes["h_out"] = 4 * h_rows * h_cols
         if a4w4_x or rs:
@@ -571,6 +569,8 @@ class MXFP4MoE(Kernel):
                 "quantize_h": quantize_h, "h_rows": h_rows, "qh_grid": (-(-(h_rows * s.De // MX_BLOCK) // 256), 1, 1),
                 "gemm2": "moe_gemm2_shared" if shared2 else "moe_gemm2", "grid2": grid(grid2),
                 "block2": (threads2, 1, 1), "smem2": layout[2]["bytes"], "split2": split2, "h_parts": h_parts,
+                # gemm1's f16 h is stored kept in the L2 (mem.store_l2_keep); moe_combine drops its lines
+                "kept_lines": _align(sizes["hbuf"], 256) // 128 if h16 else 0,
                 "tma_rows": 64 * t.get("groups", 1) if self.tma(launcher.target) else 0}
 
     def shared2_k(self, t: dict) -> int:
