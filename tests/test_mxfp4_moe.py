@@ -179,6 +179,19 @@ def test_kernels_launched_overlapped_wait_for_the_one_before():
         assert body.rindex("ACQBULK") > body.rindex("STG"), name
 
 
+def test_r1_medium_h_kept_in_the_l2_then_discarded():
+    """R1's medium tiles (f16 h) store gemm1's h with an L2 evict_last policy, x's pass does not,
+    and moe_combine drops lines from the L2 (discard.global.L2: CCTL.E.RML2), so no kept line
+    outlives the call; HIP spells both as a plain store and nothing."""
+    k = MXFP4MoE().auto_variant(64 * 9, 33, 7168, "sm_90a")          # R1 E33 M64: medium_deep
+    src = k.source("sm_90a")
+    assert "createpolicy.fractional.L2::evict_last" in src
+    assert src.count("(col >> 5) & 3, v, S, true)") == 1 and src.count("(k >> 5) & 3, v, S, false)") == 1
+    assert "CCTL.E.RML2" in nvrtc.kernel_sass(k.binary("sm_90a").asm, "moe_combine")
+    hip = MXFP4MoE().source("gfx942")
+    assert "createpolicy" not in hip and "discard_l2(" in hip
+
+
 def test_compare_counts_error_beyond_the_bf16_output_rounding():
     """Issue 5's max-abs bar (5e-2 x RMS) past the bf16 output's own rounding: an output 40 x RMS
     rounds by more than the bar alone and passes; the same output off by 4 bf16 ulps does not."""
