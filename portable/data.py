@@ -48,6 +48,9 @@ def load_table() -> tuple[dict, ...]:
             if tuple(reader.fieldnames or ()) != TABLE_COLUMNS:
                 raise ValueError(f"{path.name}: columns must be {TABLE_COLUMNS}, got {reader.fieldnames}")
             for line, row in enumerate(reader, start=2):
+                if None in row:          # csv puts fields past the last column under None
+                    raise ValueError(f"{path.name}:{line}: {len(row[None])} fields past the {TABLE_COLUMNS[-1]!r} "
+                                     f"column (a field with commas must be quoted)")
                 row["file"] = f"{path.name}:{line}"
                 rows.append(row)
     return tuple(rows)
