@@ -1,4 +1,6 @@
+import importlib.util
 import os
+import pathlib
 
 import pytest
 import torch
@@ -22,6 +24,14 @@ def _private_cache(tmp_path_factory, monkeypatch):
     """Each test session compiles into its own cache, so tests never see stale binaries."""
     root = tmp_path_factory.getbasetemp() / "portable-cache"
     monkeypatch.setenv("PORTABLE_CACHE_DIR", str(root))
+
+
+def bench_module(name: str):
+    """bench/<name>.py as a module (the bench scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).parents[1] / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def toolchain_or_skip(available: tuple[bool, str]):

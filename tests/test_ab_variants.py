@@ -1,16 +1,14 @@
 """bench/ab_variants.py: each commit's files written here, put over a tree there in turn, the
 tree's own files back at the end (CPU only, on a throwaway git repository)."""
-import importlib.util
-import pathlib
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location("ab_variants", pathlib.Path(__file__).parents[1] / "bench" / "ab_variants.py")
-ab = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ab)
+from conftest import bench_module
+
+ab = bench_module("ab_variants")
 
 
 def _git(root, *args):

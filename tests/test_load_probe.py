@@ -1,15 +1,12 @@
 """bench/load_probe.py: every pattern compiles for sm_90a with the loads or copies it names and
 no spills (CPU only; the timings need the H100)."""
-import importlib.util
-import pathlib
-
 import pytest
 
 from portable.errors import ToolchainMissing
 
-_spec = importlib.util.spec_from_file_location("load_probe", pathlib.Path(__file__).parents[1] / "bench" / "load_probe.py")
-load_probe = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(load_probe)
+from conftest import bench_module
+
+load_probe = bench_module("load_probe")
 
 # what each pattern's SASS must hold: its global reads
 READS = {"skinny": "LDG.E.128", "rows": "LDG.E.128", "flat": "LDG.E.128", "async": "LDGSTS.E.BYPASS.128",

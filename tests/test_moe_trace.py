@@ -1,16 +1,13 @@
 """bench/moe_trace.py: its tracer goes into every kernel of the module and the result compiles;
 its residency table counts blocks right (CPU only)."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 import portable
 
-_spec = importlib.util.spec_from_file_location("moe_trace", pathlib.Path(__file__).parents[1] / "bench" / "moe_trace.py")
-moe_trace = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(moe_trace)
+from conftest import bench_module
+
+moe_trace = bench_module("moe_trace")
 
 
 def test_every_kernel_traced_and_compiles():

@@ -1,8 +1,5 @@
 """mxfp4_moe without a GPU: five-target compile with the issue's instruction checks, tiling
 data, argument errors before any launch."""
-import importlib.util
-import pathlib
-
 import pytest
 import torch
 
@@ -12,7 +9,7 @@ from portable.kernels.mxfp4_moe import MXFP4MoE
 from portable.refs import make_moe_inputs
 from portable.targets import tiling
 
-from conftest import assert_wgmma_pipelined, toolchain_or_skip
+from conftest import assert_wgmma_pipelined, bench_module, toolchain_or_skip
 
 # the matrix instruction class each target's GEMMs must show, per mode
 EXPECTED = {
@@ -233,9 +230,7 @@ def test_one_barrier_a_pair_of_k_slices():
     BAR.SYNC against 2); callers asking for TMA weights or another matrix path do not get it (with
     mma "warpgroup" or "sync" the auto variant was refused before), and asking for it where it
     cannot apply is refused by name (bench/NOTES.md mxfp4_moe v28)."""
-    spec = importlib.util.spec_from_file_location("sass_loops", pathlib.Path(__file__).parents[1] / "bench" / "sass_loops.py")
-    sass_loops = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sass_loops)
+    sass_loops = bench_module("sass_loops")
     auto = portable.load("mxfp4_moe").auto_variant(576, 33, 7168, "sm_90a", 2048)
     assert auto.params["bpair"] == "both"
     for bpair, barriers in (("none", 2), ("both", 1)):
