@@ -15,6 +15,7 @@ before committing (it is not ignored, so that it travels).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import subprocess
@@ -33,24 +34,22 @@ def prepare(variants: dict[str, str], out: Path, paths: list[str], root: Path = 
     """Writes out/<name>/<file> for each name=commit and out/tree/<file>; returns the files."""
     commits = list(variants.values())
     changed = set()
-    for a in commits:
-        for b in commits:
-            if a != b:
-                changed.update(_git("diff", "--name-only", a, b, "--", *paths, root=root).split())
+    for a, b in itertools.combinations(commits, 2):
+        changed.update(_git("diff", "--name-only", a, b, "--", *paths, root=root).split())
     files = sorted(changed)
     if not files:
         raise SystemExit(f"the commits {commits} do not differ under {paths}")
     shutil.rmtree(out, ignore_errors=True)
     for name, commit in {**variants, "tree": None}.items():
         absent = []
+        present = set(_git("ls-tree", "-r", "--name-only", commit, "--", *files, root=root).split()) if commit else set()
         for f in files:
             if commit is None:
                 src = root / f
                 data = src.read_bytes() if src.exists() else None
             else:
-                present = f in _git("ls-tree", "-r", "--name-only", commit, "--", f, root=root).split()
                 data = subprocess.run(["git", "show", f"{commit}:{f}"], cwd=root, check=True,
-                                      capture_output=True).stdout if present else None
+                                      capture_output=True).stdout if f in present else None
             if data is None:
                 absent.append(f)
                 continue
