@@ -11,7 +11,13 @@ them, lane (g, t) rows g and g + 8 at bytes 16 t of the slice; "rows" gives each
 rows (lane l: bytes 16 l of a 512-byte piece); "flat" reads the block's rows as one run, 512
 contiguous bytes a warp load; "async" is "skinny" by cp.async into a ring of `depth` slices a
 warp; "async_all", "bulk_all" and "ldg_sts_all" stage a block's 16 rows whole in shared memory
-(moe_gemm2_shared's form) by 16-byte cp.async, one bulk copy, or loads and stores (depth 1 only).
+(moe_gemm2_shared's form) by 16-byte cp.async, one bulk copy, or loads and stores (depth 1 only);
+"stream" is a persistent grid (blocks-per-SM x SMs blocks), each block streaming a contiguous
+share of 64-row x 256-byte steps through a cp.async ring of `depth` stages and consuming each
+in the skinny pattern from shared memory (the one-kernel design of bench/NOTES.md mxfp4_moe v30).
+`--work N` gives "skinny" and "stream" a decode-sized load of instructions per 16-byte piece
+(N LOP3 + PRMT pairs a word, then 8 mma.sync a slice; 9 ~ the skinny GEMMs' decode), so a
+pattern's read rate can be seen with the ALU busy, not only alone.
 `depth` slices (pieces) are loaded before any is used, as far as ptxas keeps them so: in
 the register patterns it is free to issue a load's first use right after it.
 """
@@ -26,8 +32,31 @@ from portable.backends.params import ParamPacker
 from portable.timing import time_gpu
 
 SOURCE = r"""
+// a lane's two 16-byte pieces of a slice (rows g and g + 8): folded into acc, and with WORK > 0
+// first put through 8 independent chains of WORK dependent LOP3 + PRMT pairs and 8 bf16
+// mma.sync on the results, about what the skinny GEMMs' E2M1 decode (19 instructions a word)
+// and their MMAs issue a slice (WORK 9)
+__device__ __forceinline__ void consume(unsigned& acc, uint4 a, uint4 b) {
+#if WORK > 0
+    unsigned v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < WORK; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = __byte_perm(v[j] ^ 0x9e3779b9u, 0x7f4a7c15u, v[j]);
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(v[i]), "r"(v[(i + 1) & 7]), "r"(v[(i + 2) & 7]), "r"(v[(i + 3) & 7]), "r"(v[(i + 4) & 7]), "r"(v[(i + 5) & 7]));
+    acc ^= __float_as_uint(c[0]) ^ __float_as_uint(c[1]) ^ __float_as_uint(c[2]) ^ __float_as_uint(c[3]);
+#else
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict__ w, long long row_bytes,
-                                                         unsigned* out) {
+                                                         unsigned* out, long long rows) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const char* base = reinterpret_cast<const char*>(w) + (long long)blockIdx.x * 16 * row_bytes;
     unsigned acc = 0;
@@ -48,8 +77,47 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
             }
         }
 #pragma unroll
-        for (int d = 0; d < DEPTH; ++d)
-            acc ^= r[d][0].x ^ r[d][0].y ^ r[d][0].z ^ r[d][0].w ^ r[d][1].x ^ r[d][1].y ^ r[d][1].z ^ r[d][1].w;
+        for (int d = 0; d < DEPTH; ++d) consume(acc, r[d][0], r[d][1]);
+    }
+#elif PATTERN == 7      // stream: a persistent grid, block b taking steps [b S / G, (b + 1) S / G) of the
+    // S = rows / 64 x row_bytes / 256 steps (64 rows x 256 bytes, 16 KB, a row group's K chunks in
+    // turn), each copied by cp.async (16 threads a row: 256 contiguous bytes) into a ring of DEPTH
+    // stages; warp w consumes its 16 rows of a stage in the skinny pattern (4 slices of 64 bytes,
+    // lane (g, t): rows g, g + 8 at bytes 16 t; a row's odd pieces swapped by 4: conflict-free)
+    extern __shared__ __align__(128) unsigned char ring[];
+    const unsigned sb = (unsigned)__cvta_generic_to_shared(ring);
+    const int nchunks = row_bytes / 256;
+    const long long total = rows / 64 * nchunks;
+    const long long s0 = total * blockIdx.x / gridDim.x, s1 = total * (blockIdx.x + 1) / gridDim.x;
+    auto issue = [&](long long s) {     // step s into stage s % DEPTH; past s1 an empty group
+        if (s < s1) {
+            const char* src = reinterpret_cast<const char*>(w) + (s / nchunks) * 64 * row_bytes + 256 * (s % nchunks);
+            const unsigned st = sb + (unsigned)(s % DEPTH) * 16384;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const int r = threadIdx.x / 16 + 8 * i, p = threadIdx.x % 16;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
+                             :: "r"(st + r * 256 + ((p ^ ((r & 1) << 2)) << 4)), "l"(src + r * row_bytes + 16 * p));
+            }
+        }
+        asm volatile("cp.async.commit_group;");
+    };
+    for (int d = 0; d < DEPTH - 1; ++d) issue(s0 + d);
+    for (long long s = s0; s < s1; ++s) {
+        asm volatile("cp.async.wait_group %0;" :: "n"(DEPTH - 2) : "memory");
+        __syncthreads();                // step s landed for all; step s - 1's stage read by all
+        issue(s + DEPTH - 1);           // into that stage
+        const unsigned st = sb + (unsigned)(s % DEPTH) * 16384;
+#pragma unroll
+        for (int sl = 0; sl < 4; ++sl) {
+            const int r0 = 16 * warp + g, r1 = r0 + 8, p = 4 * sl + t;
+            uint4 a, b;
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w)
+                         : "r"(st + r0 * 256 + ((p ^ ((r0 & 1) << 2)) << 4)));
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
+                         : "r"(st + r1 * 256 + ((p ^ ((r1 & 1) << 2)) << 4)));
+            consume(acc, a, b);
+        }
     }
 #elif PATTERN == 3      // skinny by cp.async: a ring of DEPTH slices a warp in shared memory, one group a slice
     extern __shared__ __align__(16) unsigned char ring[];
@@ -134,11 +202,12 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
     if (acc == 0x9e3779b9u) out[0] = acc;     // never true for these inputs: keeps the loads
 }
 """
-PATTERNS = {"skinny": 0, "rows": 1, "flat": 2, "async": 3, "async_all": 4, "bulk_all": 5, "ldg_sts_all": 6}
+PATTERNS = {"skinny": 0, "rows": 1, "flat": 2, "async": 3, "async_all": 4, "bulk_all": 5, "ldg_sts_all": 6, "stream": 7}
+STREAM_STAGE = 16384        # the stream pattern's stage: 64 rows x 256 bytes
 
 
-def compile_probe(pattern: str, depth: int):
-    return nvrtc.compile(SOURCE, "sm_90a", {"defines": {"PATTERN": PATTERNS[pattern], "DEPTH": depth}})
+def compile_probe(pattern: str, depth: int, work: int = 0):
+    return nvrtc.compile(SOURCE, "sm_90a", {"defines": {"PATTERN": PATTERNS[pattern], "DEPTH": depth, "WORK": work}})
 
 
 def main():
@@ -148,9 +217,12 @@ def main():
     ap.add_argument("--depths", default="1,2,4,7")
     ap.add_argument("--blocks-per-sm", default="4,8,16")
     ap.add_argument("--patterns", default=",".join(PATTERNS))
+    ap.add_argument("--work", default="0", help="LOP3 + PRMT pairs a word before its MMAs (skinny and stream); 9 ~ the decode")
     args = ap.parse_args()
     if args.row_bytes % 128 or args.rows % 16:
         ap.error(f"--row-bytes must be a multiple of 128 and --rows of 16 (the patterns' pieces); got {args.row_bytes}, {args.rows}")
+    if "stream" in args.patterns.split(",") and (args.row_bytes % 256 or args.rows % 64):
+        ap.error(f"stream: --row-bytes must be a multiple of 256 and --rows of 64 (its steps); got {args.row_bytes}, {args.rows}")
     nbytes = args.rows * args.row_bytes
     # two copies of the weights, alternated, so the 50 MB L2 does not serve one call from the last
     bufs = [torch.randint(1, 255, (nbytes,), dtype=torch.uint8, device="cuda") for _ in range(2)]
@@ -168,31 +240,36 @@ def main():
     print(f"torch copy of {nbytes / 1e6:.1f} MB: {copy_us:.1f} us = {2 * nbytes / copy_us / 1e6:.3f} TB/s (read + write)")
     props = torch.cuda.get_device_properties(0)
     smem_sm = props.shared_memory_per_multiprocessor
-    launch, pk = cuda_driver.launch_function(), ParamPacker(("ptr", "i64", "ptr"))
+    launch, pk = cuda_driver.launch_function(), ParamPacker(("ptr", "i64", "ptr", "i64"))
     rows = []
     for name in args.patterns.split(","):
         pat = PATTERNS[name]
-        for depth in map(int, args.depths.split(",")):
-            mod = cuda_driver.load(compile_probe(name, depth).code, 0)
-            fn = cuda_driver.get_function(mod, "probe")
-            for bps in map(int, args.blocks_per_sm.split(",")):
-                smem = smem_sm // bps - 2048 - 256    # room for bps blocks, each with its reserved and static shared bytes
-                if pat == 3 and smem < 4 * depth * 1024 or pat >= 4 and (smem < 16 * args.row_bytes or depth > 1):
+        for work in map(int, args.work.split(",")) if pat in (0, 7) else [0]:
+            for depth in map(int, args.depths.split(",")):
+                if pat == 7 and depth < 2:
                     continue
-                cuda_driver.set_max_dynamic_smem(fn, smem)
+                mod = cuda_driver.load(compile_probe(name, depth, work).code, 0)
+                fn = cuda_driver.get_function(mod, "probe")
+                for bps in map(int, args.blocks_per_sm.split(",")):
+                    smem = smem_sm // bps - 2048 - 256    # room for bps blocks, each with its reserved and static shared bytes
+                    if (pat == 3 and smem < 4 * depth * 1024 or pat in (4, 5, 6) and (smem < 16 * args.row_bytes or depth > 1)
+                            or pat == 7 and smem < depth * STREAM_STAGE):
+                        continue
+                    cuda_driver.set_max_dynamic_smem(fn, smem)
+                    grid = props.multi_processor_count * bps if pat == 7 else args.rows // 16
 
-                def run():
-                    w = bufs[turn[0]]
-                    err = launch(fn, args.rows // 16, 1, 1, 128, 1, 1, smem,
-                                 cuda_driver.stream_handle(torch.cuda.current_stream().cuda_stream),
-                                 pk.pack((w.data_ptr(), args.row_bytes, out.data_ptr())), 0)[0]
-                    cuda_driver.raise_for(err, "probe")
-                us = time_us(run)
-                rows.append((name, depth, bps, us, nbytes / us / 1e6))
-                print(f"{name:7s} depth {depth:2d} blocks/SM {bps:2d}: {us:7.1f} us  {nbytes / us / 1e6:.3f} TB/s", flush=True)
-    print("\npattern  depth  blocks/SM      us   TB/s (read)")
+                    def run():
+                        w = bufs[turn[0]]
+                        err = launch(fn, grid, 1, 1, 128, 1, 1, smem,
+                                     cuda_driver.stream_handle(torch.cuda.current_stream().cuda_stream),
+                                     pk.pack((w.data_ptr(), args.row_bytes, out.data_ptr(), args.rows)), 0)[0]
+                        cuda_driver.raise_for(err, "probe")
+                    us = time_us(run)
+                    rows.append((name, work, depth, bps, us, nbytes / us / 1e6))
+                    print(f"{name:7s} work {work:2d} depth {depth:2d} blocks/SM {bps:2d}: {us:7.1f} us  {nbytes / us / 1e6:.3f} TB/s", flush=True)
+    print("\npattern  work  depth  blocks/SM      us   TB/s (read)")
     for r in rows:
-        print(f"{r[0]:7s} {r[1]:6d} {r[2]:10d} {r[3]:7.1f} {r[4]:6.3f}")
+        print(f"{r[0]:7s} {r[1]:5d} {r[2]:6d} {r[3]:10d} {r[4]:7.1f} {r[5]:6.3f}")
 
 
 if __name__ == "__main__":
