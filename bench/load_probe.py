@@ -16,8 +16,9 @@ warp; "async_all", "bulk_all" and "ldg_sts_all" stage a block's 16 rows whole in
 share of 64-row x 256-byte steps through a cp.async ring of `depth` stages and consuming each
 in the skinny pattern from shared memory (the one-kernel design of bench/NOTES.md mxfp4_moe v30).
 `--work N` gives "skinny" and "stream" a decode-sized load of instructions per 16-byte piece
-(N LOP3 + PRMT pairs a word, then 8 mma.sync a slice; 9 ~ the skinny GEMMs' decode), so a
-pattern's read rate can be seen with the ALU busy, not only alone.
+(N LOP3 + PRMT pairs a word, then 8 mma.sync a slice; 2-3 issue about the skinny gemm1's 205
+instructions a slice, 9 about the MLA twin loop's instructions a byte), so a pattern's read rate
+can be seen with the ALU busy, not only alone.
 `depth` slices (pieces) are loaded before any is used, as far as ptxas keeps them so: in
 the register patterns it is free to issue a load's first use right after it.
 """
@@ -34,8 +35,7 @@ from portable.timing import time_gpu
 SOURCE = r"""
 // a lane's two 16-byte pieces of a slice (rows g and g + 8): folded into acc, and with WORK > 0
 // first put through 8 independent chains of WORK dependent LOP3 + PRMT pairs and 8 bf16
-// mma.sync on the results, about what the skinny GEMMs' E2M1 decode (19 instructions a word)
-// and their MMAs issue a slice (WORK 9)
+// mma.sync on the results (WORK 2-3: about the instructions the skinny gemm1 issues a slice)
 __device__ __forceinline__ void consume(unsigned& acc, uint4 a, uint4 b) {
 #if WORK > 0
     unsigned v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
@@ -92,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
     auto issue = [&](long long s) {     // step s into stage s % DEPTH; past s1 an empty group
         if (s < s1) {
             const char* src = reinterpret_cast<const char*>(w) + (s / nchunks) * 64 * row_bytes + 256 * (s % nchunks);
-            const unsigned st = sb + (unsigned)(s % DEPTH) * 16384;
+            const unsigned st = sb + (unsigned)(s % DEPTH) * STAGE;
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
                 const int r = threadIdx.x / 16 + 8 * i, p = threadIdx.x % 16;
@@ -107,7 +107,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
         asm volatile("cp.async.wait_group %0;" :: "n"(DEPTH - 2) : "memory");
         __syncthreads();                // step s landed for all; step s - 1's stage read by all
         issue(s + DEPTH - 1);           // into that stage
-        const unsigned st = sb + (unsigned)(s % DEPTH) * 16384;
+        const unsigned st = sb + (unsigned)(s % DEPTH) * STAGE;
 #pragma unroll
         for (int sl = 0; sl < 4; ++sl) {
             const int r0 = 16 * warp + g, r1 = r0 + 8, p = 4 * sl + t;
@@ -207,7 +207,8 @@ STREAM_STAGE = 16384        # the stream pattern's stage: 64 rows x 256 bytes
 
 
 def compile_probe(pattern: str, depth: int, work: int = 0):
-    return nvrtc.compile(SOURCE, "sm_90a", {"defines": {"PATTERN": PATTERNS[pattern], "DEPTH": depth, "WORK": work}})
+    return nvrtc.compile(SOURCE, "sm_90a", {"defines": {"PATTERN": PATTERNS[pattern], "DEPTH": depth, "WORK": work,
+                                                             "STAGE": STREAM_STAGE}})
 
 
 def main():
@@ -217,7 +218,7 @@ def main():
     ap.add_argument("--depths", default="1,2,4,7")
     ap.add_argument("--blocks-per-sm", default="4,8,16")
     ap.add_argument("--patterns", default=",".join(PATTERNS))
-    ap.add_argument("--work", default="0", help="LOP3 + PRMT pairs a word before its MMAs (skinny and stream); 9 ~ the decode")
+    ap.add_argument("--work", default="0", help="LOP3 + PRMT pairs a word before its MMAs (skinny and stream); 2-3 ~ the skinny gemm1")
     args = ap.parse_args()
     if args.row_bytes % 128 or args.rows % 16:
         ap.error(f"--row-bytes must be a multiple of 128 and --rows of 16 (the patterns' pieces); got {args.row_bytes}, {args.rows}")
