@@ -33,6 +33,16 @@ from portable.backends.params import ParamPacker
 from portable.timing import time_gpu
 
 SOURCE = r"""
+// 16 bytes global -> shared by cp.async (L1 bypassed), and a 16-byte shared read
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src));
+}
+__device__ __forceinline__ uint4 lds16(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+    return v;
+}
+
 // a lane's two 16-byte pieces of a slice (rows g and g + 8): folded into acc, and with WORK > 0
 // first put through 8 independent chains of WORK dependent LOP3 + PRMT pairs and 8 bf16
 // mma.sync on the results (WORK 2-3: about the instructions the skinny gemm1 issues a slice)
@@ -96,8 +106,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
                 const int r = threadIdx.x / 16 + 8 * i, p = threadIdx.x % 16;
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;"
-                             :: "r"(st + r * 256 + ((p ^ ((r & 1) << 2)) << 4)), "l"(src + r * row_bytes + 16 * p));
+                cp_async16(st + r * 256 + ((p ^ ((r & 1) << 2)) << 4), src + r * row_bytes + 16 * p);
             }
         }
         asm volatile("cp.async.commit_group;");
@@ -111,12 +120,8 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
 #pragma unroll
         for (int sl = 0; sl < 4; ++sl) {
             const int r0 = 16 * warp + g, r1 = r0 + 8, p = 4 * sl + t;
-            uint4 a, b;
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w)
-                         : "r"(st + r0 * 256 + ((p ^ ((r0 & 1) << 2)) << 4)));
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w)
-                         : "r"(st + r1 * 256 + ((p ^ ((r1 & 1) << 2)) << 4)));
-            consume(acc, a, b);
+            consume(acc, lds16(st + r0 * 256 + ((p ^ ((r0 & 1) << 2)) << 4)),
+                    lds16(st + r1 * 256 + ((p ^ ((r1 & 1) << 2)) << 4)));
         }
     }
 #elif PATTERN == 3      // skinny by cp.async: a ring of DEPTH slices a warp in shared memory, one group a slice
@@ -128,8 +133,8 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
     auto issue = [&](int k) {           // the warp's k-th slice into slot k % DEPTH
         const int s = warp + 4 * k;
         if (s < slices) {
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sb + (k % DEPTH) * 1024), "l"(p0 + 64 * s));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sb + (k % DEPTH) * 1024 + 16), "l"(p1 + 64 * s));
+            cp_async16(sb + (k % DEPTH) * 1024, p0 + 64 * s);
+            cp_async16(sb + (k % DEPTH) * 1024 + 16, p1 + 64 * s);
         }
         asm volatile("cp.async.commit_group;");
     };
@@ -137,9 +142,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
     for (int k = 0; k < DEPTH; ++k) issue(k);
     for (int k = 0; k < mine; ++k) {
         asm volatile("cp.async.wait_group %0;" :: "n"(DEPTH - 1));
-        uint4 a, b;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a.x), "=r"(a.y), "=r"(a.z), "=r"(a.w) : "r"(sb + (k % DEPTH) * 1024));
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(b.x), "=r"(b.y), "=r"(b.z), "=r"(b.w) : "r"(sb + (k % DEPTH) * 1024 + 16));
+        const uint4 a = lds16(sb + (k % DEPTH) * 1024), b = lds16(sb + (k % DEPTH) * 1024 + 16);
         acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
         issue(k + DEPTH);               // the slot just read (its own lane's bytes: no barrier)
     }
@@ -151,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
     const unsigned sb = (unsigned)__cvta_generic_to_shared(ring);
 #if PATTERN == 4
     for (int i = threadIdx.x; i < n; i += 128)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sb + 16 * i), "l"(base + 16 * i));
+        cp_async16(sb + 16 * i, base + 16 * i);
     asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
     __syncthreads();
 #elif PATTERN == 5
