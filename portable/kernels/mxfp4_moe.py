@@ -293,7 +293,8 @@ class MXFP4MoE(Kernel):
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": self.shared2_k(t),
                     "SHARED2_MT": t["shared2_mt"], "SHARED2_WARPS": t["shared2_warps"],
-                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"], "STREAM1_DEPTH": self.stream1_depth(t)}
+                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"], "STREAM1_DEPTH": self.stream1_depth(t),
+                    "STREAM1_BPS": t["stream1_bps"]}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
