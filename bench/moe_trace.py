@@ -23,7 +23,7 @@ from portable.kernels import mxfp4_moe as moe
 
 SLOTS = 1 << 15      # blocks traced a kernel
 SPIN_CYCLES = 20_000_000      # ~10 ms: longer than the host takes to queue any call
-KERNELS = ("moe_route", "moe_quantize_x", "moe_permute_x", "moe_gemm1", "moe_gemm1_stream", "moe_quantize_h", "moe_gemm2",
+KERNELS = ("moe_route", "moe_quantize_x", "moe_permute_x", "moe_gemm1", "moe_quantize_h", "moe_gemm2",
            "moe_gemm2_shared", "moe_combine")
 TRACER = f"""
 __device__ unsigned long long ptrace_t[{len(KERNELS)}][2][{SLOTS}];

@@ -34,13 +34,10 @@ def test_compiles_with_matrix_instructions_and_no_spills(target, mode, tiles):
             moe.tiles(target)
         return
     rows = moe.reports(target)
-    # the skinny gemm2 staged in shared memory and the stream gemm1 are kernels of their own where
-    # the target's tiling has them
-    t = moe.tiles(target)
-    staged = [name for name, key in (("moe_gemm2_shared", "shared2_k"), ("moe_gemm1_stream", "stream1_depth"))
-              if moe.skinny(target) and t[key]]
+    # the skinny gemm2 staged in shared memory is a kernel of its own where the target's tiling has it
+    staged = ["moe_gemm2_shared"] if moe.skinny(target) and moe.tiles(target)["shared2_k"] else []
     assert [r["kernel"] for r in rows] == ["moe_gemm1", "moe_gemm2"] + staged
-    assert staged == ([] if target != "sm_90a" or not moe.skinny(target) else ["moe_gemm2_shared", "moe_gemm1_stream"])
+    assert staged == ([] if target != "sm_90a" or not moe.skinny(target) else ["moe_gemm2_shared"])
     for r in rows:
         instr = r["instructions"]
         expected = "hgmma" if moe.mma_path(target).startswith("warpgroup") else EXPECTED[target, mode]   # sm_90a large tiles
@@ -131,30 +128,6 @@ def test_gemm2_staged_in_shared_memory_where_k_fits():
     assert not MXFP4MoE(tiles="skinny", stage2="registers").shared2_fits(t, _Sizes(8, 256, 256, 256, 256), w, sc)
     with pytest.raises(portable.InputError, match="stage2: 'shared' needs .*got 384"):
         MXFP4MoE(tiles="skinny", stage2="shared").shared2_fits(t, _Sizes(8, 256, 384, 256, 384), w, sc)
-
-
-def test_gemm1_stream_where_d_hidden_takes_whole_steps():
-    """sm_90a's skinny gemm1 can run as one persistent stream (moe_gemm1_stream): rendered where the
-    [skinny] row has a stream1_depth, taken where the call asks for it, the stored d_hidden is a
-    multiple of 512 and w13_scale is 16-byte aligned; its copies are cp.async (LDGSTS), its ring
-    fits two blocks an SM, and it does not spill."""
-    from portable.backends import nvrtc
-    from portable.refs.moe import _Sizes
-    k = MXFP4MoE(tiles="skinny", stage1="stream")
-    t = k.tiles("sm_90a")
-    entry = "void moe_gemm1_stream("
-    assert t["stream1_depth"] and entry in portable.render("mxfp4_moe", target="sm_90a", tiles="skinny")
-    assert entry not in portable.render("mxfp4_moe", target="sm_90a", tiles="skinny", stage1="registers")
-    assert entry not in portable.render("mxfp4_moe", target="gfx942", tiles="skinny")
-    assert k.stream1_fits(t, _Sizes(257, 7168, 256, 7168, 256), True)
-    assert not MXFP4MoE(tiles="skinny", stage1="registers").stream1_fits(t, _Sizes(257, 7168, 256, 7168, 256), True)
-    with pytest.raises(portable.InputError, match="stage1: 'stream' needs .*got 2880"):
-        k.stream1_fits(t, _Sizes(128, 2880, 2880, 2880, 2880), True)
-    with pytest.raises(portable.InputError, match="16-byte aligned w13_scale"):
-        k.stream1_fits(t, _Sizes(257, 7168, 256, 7168, 256), False)
-    report = [r for r in k.reports("sm_90a") if r["kernel"] == "moe_gemm1_stream"][0]
-    assert report["spill_bytes"] == 0 and report["smem_bytes"] * t["stream1_bps"] <= 227 * 1024
-    assert "LDGSTS" in nvrtc.kernel_sass(k.binary("sm_90a").asm, "moe_gemm1_stream")
 
 
 def test_tile_choice_and_variants():

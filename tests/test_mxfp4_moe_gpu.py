@@ -130,29 +130,6 @@ def test_gemm2_staged_in_shared_memory(case, tiles, params, mode):
     assert torch.equal(got["shared"], got["registers"]), case
 
 
-@pytest.mark.parametrize("mode", ["a16w4", "a4w4"])
-@pytest.mark.parametrize("tiles,params", [("skinny", {}), ("skinny_wide", {}), ("skinny", {"stream1_depth": 2, "stream1_bps": 3})])
-@pytest.mark.parametrize("args,opts", [((1, 8, 1024, 128, 2), {}), ((37, 16, 512, 256, 4), CASES["empty experts, repeats, shared"][1]),
-                                       ((19, 6, 1000, 72, 2), {"pad_to": 512}), CASES["R1-like"]],
-                         ids=["M1", "empty experts, repeats, shared", "padded dims", "R1-like"])
-def test_gemm1_stream(args, opts, tiles, params, mode):
-    """gemm1 as one persistent stream (moe_gemm1_stream): against the reference; bitwise the same
-    in three calls and with gemm2 waiting for all of gemm1 (h_wait "grid") instead of each tile's
-    row groups; a row group's steps summed from up to several blocks (M1: 8 steps on 264 blocks,
-    R1-like: 14 a row group), 8- and 16-column tiles, 2 or 3 blocks an SM, 2 or 3 stages."""
-    if not tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name)["skinny"].get("stream1_depth"):
-        pytest.skip("this GPU's target has no stream gemm1")
-    inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles, stage1="stream", **params)
-    got = run_poisoned(moe, inp)
-    ok, detail = compare(got, moe_reference(**inp, mode=mode))
-    assert ok, f"{args} {mode}: {detail}"
-    for _ in range(2):
-        assert torch.equal(run_poisoned(moe, inp), got)
-    grid = portable.load("mxfp4_moe", mode=mode, tiles=tiles, stage1="stream", h_wait="grid", **params)
-    assert torch.equal(run_poisoned(grid, inp), got)
-
-
 @pytest.mark.parametrize("stage2", ["", "registers"])
 @pytest.mark.parametrize("params", [{}, {"ksplit": 1}, {"ksplit": 2, "mt": 2, "min_blocks": 3}])
 @pytest.mark.parametrize("case", ["M1", "partial K slice", "R1-like"])

@@ -35,11 +35,9 @@ ROUTE_THREADS = 1024
 NO_MAP = bytes(128)          # the tensor-map argument of GEMMs that read their weights by loads
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
-                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks",
-                 "stream1_depth", "stream1_bps")
+                 "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
 SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a target's [skinny] row leaves them out
-                   "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1,
-                   "stage1": "registers", "stream1_depth": 0, "stream1_bps": 2}
+                   "shared2_k": 0, "shared2_mt": 2, "shared2_warps": 4, "shared2_min_blocks": 1}
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 BPAIR_GEMMS = {"none": 0, "gemm1": 1, "gemm2": 2, "both": 3}     # bpair: a bit a GEMM (the template's BPAIR)
@@ -90,13 +88,6 @@ class MXFP4MoE(Kernel):
         "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp,
         "shared2_warps": Choice((0, 4, 8), 0),                     # its warps
         "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # and its blocks an SM
-        # skinny gemm1: "stream" runs it as one persistent stream of row-group steps through a ring
-        # of shared stages (moe_gemm1_stream: stream1_bps blocks an SM, stream1_depth stages a block;
-        # the targets whose [skinny] row has a stream1_depth, a stored d_hidden a multiple of 512),
-        # "registers" keeps the register ring; "" = the tiling's `stage1`
-        "stage1": Choice(("", "registers", "stream"), ""),
-        "stream1_depth": Choice((0, 2, 3, 4, 5), 0),
-        "stream1_bps": Choice((0, 1, 2, 3, 4), 0),
         # the bf16 path's matrix instruction on small/medium/large tiles: "" = the target's tiling table
         # (sm_90a: "warpgroup_rs", wgmma with the weights decoded into A registers,
         # templates/mxfp4_moe_rs.j2), "warpgroup" = wgmma from shared tiles, "sync" = mma.sync/MFMA
@@ -135,8 +126,7 @@ class MXFP4MoE(Kernel):
     }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "ptr", "ptr", "tmap")
     OTHER_ENTRIES = {
-        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr", "i32"),
-        "moe_gemm1_stream": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "ptr", "i32", "ptr"),
+        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
         "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),
         "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),   # skinny modules with a shared2_k
         "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr", "ptr", "i64"),
@@ -293,8 +283,7 @@ class MXFP4MoE(Kernel):
                     "MIN_BLOCKS": (t["min_blocks"], t["min_blocks2"]), "E_MAX": E_MAX,
                     "SHARED2_K": self.shared2_k(t),
                     "SHARED2_MT": t["shared2_mt"], "SHARED2_WARPS": t["shared2_warps"],
-                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"], "STREAM1_DEPTH": self.stream1_depth(t),
-                    "STREAM1_BPS": t["stream1_bps"]}
+                    "SHARED2_MIN_BLOCKS": t["shared2_min_blocks"]}
         bm, bn, bk, warps, wm = (t[k] for k in TILE_FIELDS)
         wn = warps // wm
         problems = []
@@ -384,10 +373,7 @@ class MXFP4MoE(Kernel):
         return self.layout(target)[1]["bytes"]
 
     def entry_smem(self, target) -> dict:
-        out = {"moe_gemm2": self.layout(target)[2]["bytes"]}
-        if self.skinny(target) and self.stream1_depth(self.tiles(target)):
-            out["moe_gemm1_stream"] = self.stream1_smem(self.tiles(target))
-        return out
+        return {"moe_gemm2": self.layout(target)[2]["bytes"]}
 
     def reports(self, target: str) -> list[dict]:
         """Both GEMMs (the route and combine kernels have no matrix work)."""
@@ -398,8 +384,6 @@ class MXFP4MoE(Kernel):
         t = self.tiles(target)
         if self.skinny(target) and self.shared2_k(t):     # the module renders moe_gemm2_shared
             out.append(static_report(self.binary(target), "moe_gemm2_shared", t["shared2_warps"] * get_target(target).wave, 0))
-        if self.skinny(target) and self.stream1_depth(t):
-            out.append(static_report(self.binary(target), "moe_gemm1_stream", self.block_threads(target), self.stream1_smem(t)))
         return out
 
     # --- call ---------------------------------------------------------------------------
@@ -472,14 +456,13 @@ class MXFP4MoE(Kernel):
         M, width = hidden_states.shape
         k_top = topk_ids.shape[1]
         aligned = w2.data_ptr() % 16 == 0 and w2_scale.data_ptr() % 16 == 0
-        aligned13 = w13_scale.data_ptr() % 16 == 0
-        key = (launcher.device_index, M, width, k_top, s.E, s.Dh, s.De, s.d_hidden, s.d_expert, aligned, aligned13)
+        key = (launcher.device_index, M, width, k_top, s.E, s.Dh, s.De, s.d_hidden, s.d_expert, aligned)
         plans = self.__dict__.setdefault("_plans", {})
         plan = plans.get(key)
         if plan is None:
             if len(plans) >= 256:        # batch layouts come and go: keep the table small
                 plans.clear()
-            plan = plans[key] = self.plan(launcher, M, width, k_top, s, w2, w2_scale, aligned13)
+            plan = plans[key] = self.plan(launcher, M, width, k_top, s, w2, w2_scale)
         ov = plan["overlap"]
         map13, map2 = self.tensor_maps(launcher, plan["tma_rows"], s, w13, w2)
         ws = torch.empty(plan["bytes"], device=hidden_states.device, dtype=torch.uint8)
@@ -487,21 +470,15 @@ class MXFP4MoE(Kernel):
         x, x_stride = hidden_states.data_ptr(), width
         go = launcher.launch_other
         go("moe_route", (1, 1, 1), (ROUTE_THREADS, 1, 1), 0,
-           (topk_ids.data_ptr(), M * k_top, s.E, plan["max_tiles"], at["tile_expert"], at["tile_rows"], at["tile_done"],
-            plan["counters"]))
+           (topk_ids.data_ptr(), M * k_top, s.E, plan["max_tiles"], at["tile_expert"], at["tile_rows"], at["tile_done"]))
         if plan["x_pass"]:              # x rounded through MXFP4 once, or (rs) put in the GEMM's K order
             x, x_stride = at["x"], plan["x_stride"]
             go(plan["x_pass"], plan["x_grid"], (256, 1, 1), 0,
                (hidden_states.data_ptr(), width, s.d_hidden, M, x, x_stride, at.get("xexp", 0)), ov)
-        if plan["stream1"]:
-            go("moe_gemm1_stream", plan["grid1"], plan["block1"], plan["smem1"],
-               (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
-                at["tile_expert"], at["tile_rows"], k_top, at["h_out"], at["tile_done"], plan["max_tiles"], at["partials"]), ov)
-        else:
-            go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
-               (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
-                at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0),
-                0 if w13_row_max is None else w13_row_max.data_ptr(), at.get("hblk", 0), at.get("hexp", 0), map13), ov)
+        go("moe_gemm1", plan["grid1"], plan["block1"], plan["smem1"],
+           (x, x_stride, s.d_hidden, w13.data_ptr(), w13_scale.data_ptr(), s.De, s.Dh, s.d_expert,
+            at["tile_expert"], at["tile_rows"], k_top, at["h_out"], plan["split1"], at["tile_done"], at.get("xexp", 0),
+            0 if w13_row_max is None else w13_row_max.data_ptr(), at.get("hblk", 0), at.get("hexp", 0), map13), ov)
         if plan["quantize_h"]:
             go("moe_quantize_h", plan["qh_grid"], (256, 1, 1), 0,
                (at["h_out"], s.De, s.d_expert, plan["h_rows"], at["hbuf"]), ov)
@@ -515,7 +492,7 @@ class MXFP4MoE(Kernel):
             at["hbuf"], plan["kept_lines"]), ov)
         return out
 
-    def plan(self, launcher, M: int, width: int, k_top: int, s, w2, w2_scale, aligned13: bool = True) -> dict:
+    def plan(self, launcher, M: int, width: int, k_top: int, s, w2, w2_scale) -> dict:
         """One batch layout's launches: grids, K splits, which gemm2, and the workspace (routing
         tiles, x's rounded or permuted copy, h, the per-pair outputs) as byte offsets."""
         ov = bool(self.params["overlap"])                # overlapped launches after moe_route
@@ -565,24 +542,12 @@ class MXFP4MoE(Kernel):
             # f16 gemm2: the tile's last gemm1 block signals again once it has rescaled the tile's h
             h_parts = grid1 * (t["warps"] // split1) if skinny else grid1 + h16
         column_first = (skinny or rs) and t.get("raster") == "column"      # the grid's x over one tile's column groups
-        # gemm1 as one stream (moe_gemm1_stream): its counters after the tiles' (moe_route zeroes them
-        # and stores the tiles' count between), a part slot per row group and block boundary
-        stream1 = skinny and self.stream1_fits(t, s, aligned13)
-        counters, row_groups, blocks1 = max_tiles, 0, 0
-        if stream1:
-            row_groups = -(-s.De // (8 * t["warps"]))
-            blocks1 = launcher.sm_count * t["stream1_bps"]
-            counters = max_tiles + 1 + max_tiles * row_groups
-            if h_parts:
-                h_parts = row_groups
 
         def grid(cols):
             return (cols, max_tiles, 1) if column_first else (max_tiles, cols, 1)
         h_rows = max_tiles * bm
-        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * counters,
+        sizes = {"tile_expert": 4 * max_tiles, "tile_rows": 4 * h_rows, "tile_done": 4 * max_tiles,
                  "hbuf": 2 * h_rows * h_cols, "ybuf": 2 * P * width}
-        if stream1:
-            sizes["partials"] = 4 * (max_tiles * row_groups + blocks1) * threads * (bm // get_target(launcher.target).mma_shape[1]) * 4
         if quantize_h:
             sizes["h_out"] = 4 * h_rows * h_cols
         if a4w4_x or rs:
@@ -600,39 +565,13 @@ class MXFP4MoE(Kernel):
         return {"overlap": ov, "max_tiles": max_tiles, "bytes": total, "offsets": offsets,
                 "x_pass": ("moe_quantize_x" if a4w4_x else "moe_permute_x") if a4w4_x or rs else "",
                 "x_grid": (M, 1, 1) if f16 else (-(-(M * x_stride // MX_BLOCK) // 256), 1, 1), "x_stride": x_stride,
-                "counters": counters, "stream1": stream1,
-                "grid1": (blocks1, 1, 1) if stream1 else grid(grid1), "block1": (threads, 1, 1),
-                "smem1": self.stream1_smem(t) if stream1 else layout[1]["bytes"], "split1": split1,
+                "grid1": grid(grid1), "block1": (threads, 1, 1), "smem1": layout[1]["bytes"], "split1": split1,
                 "quantize_h": quantize_h, "h_rows": h_rows, "qh_grid": (-(-(h_rows * s.De // MX_BLOCK) // 256), 1, 1),
                 "gemm2": "moe_gemm2_shared" if shared2 else "moe_gemm2", "grid2": grid(grid2),
                 "block2": (threads2, 1, 1), "smem2": layout[2]["bytes"], "split2": split2, "h_parts": h_parts,
                 # gemm1's f16 h is stored kept in the L2 (mem.store_l2_keep); moe_combine drops its lines
                 "kept_lines": _align(sizes["hbuf"], 256) // 128 if h16 else 0,
                 "tma_rows": 64 * t.get("groups", 1) if self.tma(launcher.target) else 0}
-
-    def stream1_depth(self, t: dict) -> int:
-        """moe_gemm1_stream's stages (0: the module has no such kernel)."""
-        return 0 if self.params["stage1"] == "registers" else t["stream1_depth"]
-
-    @staticmethod
-    def stream1_smem(t: dict) -> int:
-        """moe_gemm1_stream's ring: a stage holds a row group's 512-value step of weights (16
-        rows a warp, 256 bytes each), their scale bytes and the tile's activations."""
-        rows = 16 * t["warps"]
-        return t["stream1_depth"] * (rows * 256 + rows * 16 + t["bm"] * 1024)
-
-    def stream1_fits(self, t: dict, s, aligned13: bool) -> bool:
-        """Whether gemm1 runs as moe_gemm1_stream: the module has it, the call asks for it (stage1
-        "stream", or "" and the tiling's `stage1`), the stored d_hidden is a multiple of 512 (whole
-        steps, a row's scale bytes 16-byte aligned) and w13_scale is 16-byte aligned for the copies.
-        stage1="stream" fails where it cannot."""
-        want = self.params["stage1"] or t["stage1"]
-        fits = bool(self.stream1_depth(t)) and want == "stream" and s.Dh % 512 == 0 and aligned13
-        if self.params["stage1"] == "stream" and not fits:
-            raise InputError(f"stage1: 'stream' needs a [skinny] stream1_depth for this target (here "
-                             f"{self.stream1_depth(t)}), the stored d_hidden a multiple of 512 (got {s.Dh}) and a "
-                             f"16-byte aligned w13_scale")
-        return fits
 
     def shared2_k(self, t: dict) -> int:
         """The largest stored d_expert moe_gemm2_shared takes (0: the module has no such kernel)."""
