@@ -183,7 +183,7 @@ def test_r1_medium_h_kept_in_the_l2_then_discarded():
     k = MXFP4MoE().auto_variant(64 * 9, 33, 7168, "sm_90a")          # R1 E33 M64: medium_deep
     src = k.source("sm_90a")
     assert "createpolicy.fractional.L2::evict_last" in src
-    assert src.count("(col >> 5) & 3, v, S, true)") == 1 and src.count("(k >> 5) & 3, v, S, false)") == 1
+    assert src.count("store_rs_order_f16<true>(") == 1 and src.count("store_rs_order_f16<false>(") == 1
     assert "CCTL.E.RML2" in nvrtc.kernel_sass(k.binary("sm_90a").asm, "moe_combine")
     hip = MXFP4MoE().source("gfx942")
     assert "createpolicy" not in hip and "discard_l2(" in hip
