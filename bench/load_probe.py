@@ -143,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(128) probe(const uint4* __restrict_
     for (int k = 0; k < mine; ++k) {
         asm volatile("cp.async.wait_group %0;" :: "n"(DEPTH - 1));
         const uint4 a = lds16(sb + (k % DEPTH) * 1024), b = lds16(sb + (k % DEPTH) * 1024 + 16);
-        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
+        consume(acc, a, b);
         issue(k + DEPTH);               // the slot just read (its own lane's bytes: no barrier)
     }
 #elif PATTERN >= 4      // the block's 16 rows, one contiguous run, staged whole in shared memory, then read
