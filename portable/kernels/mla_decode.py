@@ -183,10 +183,10 @@ class MLADecode(Kernel):
             return {**_regions(q=tile, kv=2 * tile if not raw_row else tile, p=64 * 64 * 2, raw=2 * 64 * raw_row,
                                sc=2 * 64 * SCALE_WINDOW if mx else 0, soff=2 * 64 if mx else 0, max=2 * 64 * 4, l=2 * 64 * 4),
                     "stage": tile, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
-        if t["loop"] == "twin":         # per warpgroup: a bf16 V tile (64 rows x 512), P (16 x 64 bf16), a raw stage, scale windows, their starts; Q^T; [warpgroup][warp][head] maxima and the merge's values; the raw stages' mbarriers
+        if t["loop"] == "twin":         # per warpgroup: a bf16 V tile (64 rows x 512), P (16 x 64 bf16), a raw stage, scale windows, their starts; Q^T; [warpgroup][warp][head] maxima and the merge's values
             tile, raw = 64 * DV * 2, 64 * KV_ROW["mxfp4"]
             return {**_regions(kv=2 * tile, q=16 * D * 2, p=2 * 16 * 64 * 2, raw=2 * raw,
-                               sc=2 * 64 * SCALE_WINDOW, soff=2 * 64, red=(128 + 32 + 128 + 32) * 4, bar=2 * 8),
+                               sc=2 * 64 * SCALE_WINDOW, soff=2 * 64, red=(128 + 32 + 128 + 32) * 4),
                     "stage": tile, "raw_stage": raw, "scw": SCALE_WINDOW}
         if t["loop"] == "fragments":    # ring of raw tiles; MXFP4: 20-byte scale windows, a row's start in it; Q^T, P^T, [warp][head], 3 x 16 head values
             mx, stage, scw = self.params["kv_format"] == "mxfp4", 64 * KV_ROW[self.params["kv_format"]], SCALE_WINDOW
