@@ -220,11 +220,6 @@ __device__ __forceinline__ void tensor_box_load_2d(unsigned dst, const tensor_ma
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                  :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
 }
-// ---- mem.prefetch_l2_bulk (sm_90+): bytes (a multiple of 16) of contiguous global memory from
-// p (16-byte aligned) into the L2 by the copy engine, one instruction, no completion to wait for
-__device__ __forceinline__ void l2_prefetch_bulk(const void* p, unsigned bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
-}
 
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
