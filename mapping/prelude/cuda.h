@@ -184,15 +184,18 @@ __device__ __forceinline__ V load16_l2_256(const void* p) {
 // ---- mem.store_l2_keep: 4 or 16 bytes stored with an L2 evict_last policy, so the lines stay
 // while other data streams through the L2 (data the same call reads back); mem.discard_l2 ends them
 // (a kept line outlives the call and pushes out a later kernel's data otherwise)
+__device__ __forceinline__ unsigned long long l2_evict_last_policy() {
+    unsigned long long pol;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
 __device__ __forceinline__ void store_l2_keep(void* p, unsigned v) {
-    asm volatile("{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
-                 "st.global.L2::cache_hint.b32 [%0], %1, pol;\n\t}" :: "l"(p), "r"(v) : "memory");
+    asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" :: "l"(p), "r"(v), "l"(l2_evict_last_policy()) : "memory");
 }
 template <class V>
 __device__ __forceinline__ void store_l2_keep(void* p, V v) {
-    asm volatile("{\n\t.reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_last.b64 pol, 1.0;\n\t"
-                 "st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, pol;\n\t}"
-                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+    asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(l2_evict_last_policy()) : "memory");
 }
 // ---- mem.discard_l2: the 128-byte line at p (aligned) leaves the L2 without a write-back
 __device__ __forceinline__ void discard_l2(void* p) { asm volatile("discard.global.L2 [%0], 128;" :: "l"(p) : "memory"); }
