@@ -24,16 +24,23 @@ _ERROR_LINE = re.compile(r"\((\d+)\): (?:error|catastrophic)|:(\d+):\d+: (?:fata
 
 
 def raise_compile_error(compiler: str, target: str, log: str, source: str, context: int = 3):
-    """Raise CompileError with the compiler's log and the rendered lines around each error."""
-    lines = source.splitlines()
-    shown = []
+    """Raise CompileError with the compiler's log and the rendered lines around each error,
+    each with the template file and line it came from (portable.linemap)."""
+    from ..linemap import describe, origins_of
+    lines, origins = source.splitlines(), origins_of(source)
+    shown, places = [], []
     for m in _ERROR_LINE.finditer(log):
         n = int(m.group(1) or m.group(2))
+        if describe(origins, n) and describe(origins, n) not in places:
+            places.append(describe(origins, n))
         lo, hi = max(1, n - context), min(len(lines), n + context)
-        block = "\n".join(f"{'>' if i == n else ' '}{i:5d} | {lines[i - 1]}" for i in range(lo, hi + 1))
+        block = "\n".join(f"{'>' if i == n else ' '}{i:5d} | {lines[i - 1]}"
+                          + (f"    <- {describe(origins, i)}" if describe(origins, i) else "")
+                          for i in range(lo, hi + 1))
         if block not in shown:
             shown.append(block)
     excerpt = "\n   ...\n".join(shown) if shown else "(no line number in the log)"
+    at = f" (template {', '.join(places)})" if places else ""
     raise CompileError(
-        f"{compiler} failed to compile for {target}:\n{log.strip()}\n\nrendered source around the error:\n{excerpt}",
+        f"{compiler} failed to compile for {target}{at}:\n{log.strip()}\n\nrendered source around the error:\n{excerpt}",
         log=log, source=source)

@@ -12,7 +12,9 @@ import threading
 # Each scalar gets an 8-byte slot (the largest scalar we pass; the driver reads the real size
 # of each parameter from the kernel image); a tensor map ("tmap", the driver's 128-byte
 # descriptor, passed by value) a 64-byte aligned slot of its own size.
-_SLOT = {"ptr": "Q", "i64": "q", "u64": "Q", "i32": "i4x", "u32": "I4x", "f32": "f4x", "tmap": "128s"}
+_SLOT = {"ptr": "Q", "i64": "q", "u64": "Q", "i32": "i4x", "u32": "I4x", "f32": "f4x", "f64": "d",
+         "i16": "h6x", "u16": "H6x", "i8": "b7x", "u8": "B7x", "f16": "H6x", "bf16": "H6x",   # f16/bf16: the bits
+         "tmap": "128s"}
 _ALIGN = {"tmap": 64}
 
 

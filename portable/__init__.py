@@ -8,12 +8,15 @@ compiled at run time (NVRTC / hipRTC) and launched on torch tensors.
 """
 from __future__ import annotations
 
+import difflib
+
 from .dtypes import dtype_name
 from .errors import CompileError, InputError, LaunchError, PortableError, TargetError, ToolchainMissing
 from .kernels import KERNELS
+from .program import Entry, Program, load_program
 from .targets import all_targets, get_target
 
-__all__ = ["load", "render", "kernels", "targets", "CompileError", "InputError", "LaunchError",
+__all__ = ["load", "render", "kernels", "targets", "Program", "Entry", "CompileError", "InputError", "LaunchError",
            "PortableError", "TargetError", "ToolchainMissing"]
 
 
@@ -25,15 +28,23 @@ def targets() -> list[str]:
     return list(all_targets())
 
 
-def load(name: str, target: str | None = None, **params):
-    """A kernel object called on torch tensors. `target` defaults to the tensors' device."""
-    if name not in KERNELS:
-        raise InputError(f"kernel: unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
-    if "dtype" in params:
-        params["dtype"] = dtype_name(params["dtype"])
-    return KERNELS[name](target=target, **params)
+def load(kernel, target: str | None = None, lang: str | None = None, options: dict | None = None, **params):
+    """A kernel object, built for a target on first use (by default the tensors' device).
+
+    `kernel` is a built-in name ("vector_add"), a path to a template (.j2) or a raw CUDA
+    (.cu) or HIP (.hip) source, or the text of one (`lang` "template" by default, "cuda" or
+    "hip"). Parameters are checked against what the template declares."""
+    if isinstance(kernel, str) and kernel in KERNELS:
+        if "dtype" in params:
+            params["dtype"] = dtype_name(params["dtype"])
+        return KERNELS[kernel](target=target, **params)
+    if isinstance(kernel, str) and "\n" not in kernel and "/" not in kernel and "." not in kernel:
+        near = difflib.get_close_matches(kernel, list(KERNELS), n=1)
+        raise InputError(f"kernel: unknown kernel {kernel!r}{f' (did you mean {near[0]!r}?)' if near else ''}; expected "
+                         f"one of {', '.join(KERNELS)}, a .j2/.cu/.hip file, or a template's text")
+    return load_program(kernel, target=target, lang=lang, options=options, **params)
 
 
-def render(name: str, target: str, **params) -> str:
-    """The rendered source of kernel `name` for `target`."""
-    return load(name, target=target, **params).source(get_target(target).name)
+def render(kernel, target: str, **params) -> str:
+    """The rendered source of `kernel` (a built-in name, a file or a template's text) for `target`."""
+    return load(kernel, target=target, **params).source(get_target(target).name)

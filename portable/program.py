@@ -1,0 +1,416 @@
+"""The public kernel path: a template or raw source, loaded with its parameters, rendered,
+compiled and launched. Built-in kernels and users' kernels both travel it.
+
+    k = portable.load("saxpy.j2", dtype="float32")     # template; its {#portable #} block declares the parameters
+    k[grid, block](x, y, 2.0, n)                        # one entry: launch on torch's current stream
+    k.saxpy[grid, block, smem](x, y, 2.0, n)            # by name, with dynamic shared memory
+    k.report("gfx950")                                  # static report for any target, no GPU needed
+"""
+from __future__ import annotations
+
+import functools
+import math
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import backends, declare
+from .build import build
+from .device import current_device, current_stream, device_target
+from .errors import InputError, TargetError
+from .params import validate
+from .render import render_template
+from .report import static_report
+from .signature import Signature, entries
+from .targets import all_targets, get_target
+from .backends.params import ParamPacker
+
+# dialect of a raw source -> the vendor whose targets compile it
+_RAW_VENDOR = {"cuda": "nvidia", "hip": "amd"}
+_SUFFIX_LANG = {".j2": "template", ".jinja": "template", ".jinja2": "template", ".cu": "cuda", ".cuh": "cuda",
+                ".hip": "hip"}
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a kernel's text comes from: a template (file or string) or a raw CUDA/HIP source."""
+    name: str                        # file name or "<string>", as messages show it
+    lang: str                        # "template" | "cuda" | "hip"
+    text: str | None = None          # the text, for strings and raw files
+    template: str = ""               # template name on the search path (template files)
+    search: tuple = ()               # folders its includes are looked up in
+    declaration: declare.Declaration = field(default_factory=declare.Declaration)
+
+    @staticmethod
+    def of(source, lang: str | None = None) -> "Origin":
+        """A path (str or Path) to a .j2/.cu/.hip file, or the text of a template or source."""
+        if isinstance(source, str) and ("\n" in source or "{{" in source or "__global__" in source):
+            lang = lang or "template"
+            if lang not in ("template", "cuda", "hip"):
+                raise InputError(f"lang: expected 'template', 'cuda' or 'hip', got {lang!r}")
+            decl = declare.parse(source, "<string>") if lang == "template" else declare.Declaration()
+            return Origin("<string>", lang, text=source, declaration=decl)
+        path = Path(source)
+        lang = lang or _SUFFIX_LANG.get(path.suffix)
+        if lang is None:
+            raise InputError(f"kernel: {str(source)!r} is not a built-in kernel name and has no known suffix; "
+                             f"expected a built-in name or a file ending in {', '.join(_SUFFIX_LANG)}")
+        if not path.is_file():
+            raise InputError(f"kernel: file {str(source)!r} not found")
+        text = path.read_text()
+        from .render import display_name
+        if lang == "template":
+            return Origin(display_name(str(path)), lang, template=path.name, search=(str(path.resolve().parent),),
+                          declaration=declare.parse(text, display_name(str(path))))
+        return Origin(display_name(str(path)), lang, text=text)
+
+    def targets(self) -> list[str]:
+        names = [t.name for t in all_targets().values()
+                 if self.lang == "template" or t.vendor == _RAW_VENDOR[self.lang]]
+        declared = self.declaration.targets
+        unknown = [t for t in declared if t not in all_targets()]
+        if unknown:
+            raise TargetError(f"{self.name}: declared target(s) {', '.join(unknown)} unknown; "
+                              f"expected some of {', '.join(all_targets())}")
+        return [t for t in names if not declared or t in declared]
+
+
+class Program:
+    """A kernel source with validated parameters: its entries render, compile and launch.
+
+    Entries are launched as `prog[grid, block](*args)` (a single-entry program) or
+    `prog.NAME[grid, block, smem](*args)`; `grid` and `block` are ints or 1-3-tuples."""
+
+    def __init__(self, origin: Origin, target: str | None = None, options: dict | None = None, **params):
+        self.origin = origin
+        self.params = validate(origin.declaration.params, params)
+        self.options = dict(options or {})
+        self.target = get_target(target).name if target else None
+        if self.target:
+            self.check_target(self.target)
+        self._sources: dict[str, str] = {}
+        self._entries: dict[str, Entry] = {}
+        self._devices: dict[int, _Loaded] = {}
+
+    def __repr__(self):
+        args = "".join(f", {k}={v!r}" for k, v in self.params.items())
+        return f"portable.load({self.origin.name!r}{args}{', target=' + repr(self.target) if self.target else ''})"
+
+    # --- targets, source, binary, report ------------------------------------------------
+    def targets(self) -> list[str]:
+        return [self.target] if self.target else self.origin.targets()
+
+    def check_target(self, target: str) -> None:
+        allowed = self.origin.targets()
+        if target not in allowed:
+            t = get_target(target)
+            if self.origin.lang in _RAW_VENDOR:
+                why = (f"a {self.origin.lang.upper()} source compiles for {_RAW_VENDOR[self.origin.lang].upper()} "
+                       f"targets only ({', '.join(allowed)}), and {target} is a {t.vendor.upper()} target; write it as "
+                       f"a template (see docs/dialect.md) to run on both vendors")
+            else:
+                why = f"its declaration lists targets {', '.join(allowed)}"
+            raise TargetError(f"target: {self.origin.name} cannot be built for {target}: {why}")
+
+    def context(self, target: str) -> dict:
+        """What the template sees besides the dialect: its parameters (a wrapping class may add more)."""
+        return dict(self.params)
+
+    def source(self, target: str) -> str:
+        target = get_target(target).name
+        text = self._sources.get(target)
+        if text is None:
+            self.check_target(target)
+            o = self.origin
+            if o.lang == "template":
+                text = render_template(o.template or o.name, target, self.context(target), search=o.search, text=o.text)
+            else:
+                text = o.text
+            self._sources[target] = text
+        return text
+
+    def signatures(self, target: str | None = None) -> dict[str, Signature]:
+        """The entries' signatures, read from the rendered source; a declared `entries` list
+        picks and orders them."""
+        target = target or self.targets()[0]
+        found = entries(self.source(target))
+        wanted = self.origin.declaration.entries
+        missing = [e for e in wanted if e not in found]
+        if missing:
+            raise InputError(f"{self.origin.name}: declared entr{'ies' if len(missing) > 1 else 'y'} "
+                             f"{', '.join(missing)} not found in the source rendered for {target}; "
+                             f"it has {', '.join(found) or 'no __global__ function'}")
+        if not found:
+            raise InputError(f"{self.origin.name}: no kernel (`extern \"C\" __global__` function) in the source "
+                             f"rendered for {target}")
+        return {e: found[e] for e in wanted} if wanted else found
+
+    def binary(self, target: str, purpose: str = "report"):
+        return build(self.source(target), get_target(target).name, self.options, purpose=purpose)
+
+    def reports(self, target: str) -> list[dict]:
+        """One static report per entry. Occupancy assumes each entry's __launch_bounds__, else 256 threads."""
+        binary = self.binary(target)
+        return [static_report(binary, name, sig.max_threads or 256) for name, sig in self.signatures(target).items()]
+
+    def report(self, target: str) -> dict:
+        return self.reports(target)[0]
+
+    # --- launch ---------------------------------------------------------------------------
+    def entry(self, name: str) -> "Entry":
+        e = self._entries.get(name)
+        if e is None:
+            sigs = self.signatures()
+            if name not in sigs:
+                raise InputError(f"entry: {self.origin.name} has no kernel {name!r}; expected one of {', '.join(sigs)}")
+            e = self._entries[name] = Entry(self, sigs[name])
+        return e
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.entry(name)
+
+    def __getitem__(self, config):
+        names = list(self.signatures())
+        if len(names) != 1:
+            raise InputError(f"{self.origin.name} has {len(names)} kernels ({', '.join(names)}): "
+                             f"launch one by name, e.g. k.{names[0]}[grid, block](...)")
+        return self.entry(names[0])[config]
+
+    def loaded(self, index: int) -> "_Loaded":
+        """The binary loaded on GPU `index` (built on first use)."""
+        found = device_target(index).name
+        if self.target and self.target != found:
+            raise TargetError(f"target: this kernel was loaded for {self.target}, but the tensors are on cuda:{index}, "
+                              f"a {found} device")
+        self.check_target(found)
+        loaded = self._devices[index] = _Loaded(self, index, found)
+        return loaded
+
+
+class _Loaded:
+    """A program's module on one device: its functions, and the launch call of its runtime."""
+
+    def __init__(self, program: Program, index: int, target: str):
+        self.index, self.target = index, get_target(target)
+        self.runtime = runtime = backends.runtime_for(target)
+        self.module = runtime.load(program.binary(target, purpose="run").code, index)
+        self.launch = runtime.fast_launch()
+        self.functions: dict[str, tuple] = {}       # entry -> (handle, function object, dynamic smem allowed)
+        self.check_device = torch.cuda.device_count() > 1
+
+    def function(self, name: str, smem: int):
+        handle, fn, allowed = self.functions.get(name) or (None, None, 0)
+        if fn is None:
+            fn = self.runtime.get_function(self.module, name)
+            handle, allowed = self.runtime.handle(fn), self.target.dynamic_smem_default
+        if smem > allowed:
+            if smem > self.target.smem_per_block:
+                raise InputError(f"smem: {smem} bytes of dynamic shared memory asked for {name}; {self.target.name} "
+                                 f"allows at most {self.target.smem_per_block} a block")
+            self.runtime.set_max_dynamic_smem(fn, smem)
+            allowed = smem
+        self.functions[name] = (handle, fn, allowed)
+        return handle
+
+
+_FLOAT_SLOTS = {"f32": 3.4028234663852886e38, "f64": math.inf, "f16": 65504.0, "bf16": 3.3895313892515355e38}
+_INT_RANGES = {slot: ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1))
+               for slot, bits, signed in (("i8", 8, 1), ("u8", 8, 0), ("i16", 16, 1), ("u16", 16, 0),
+                                          ("i32", 32, 1), ("u32", 32, 0), ("i64", 64, 1), ("u64", 64, 0))}
+
+
+def _dim3(value, what: str, limit: int | None = None) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if not dims or len(dims) > 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+        raise InputError(f"{what}: expected a positive int or a tuple of 1 to 3 positive ints, got {value!r}")
+    dims = dims + (1,) * (3 - len(dims))
+    if limit and math.prod(dims) > limit:
+        raise InputError(f"{what}: {math.prod(dims)} threads a block; the targets allow at most {limit}")
+    return dims
+
+
+class Entry:
+    """One kernel of a program, launched as `entry[grid, block](*args)` or `entry[grid, block, smem](*args)`.
+
+    The arguments are checked against the entry's C signature before anything is launched:
+    pointers take GPU tensors (or CuPy/DLPack arrays) of the element type, contiguous, on one
+    device; scalars take Python numbers that fit the declared type."""
+
+    def __init__(self, program: Program, signature: Signature):
+        self.program, self.signature, self.name = program, signature, signature.entry
+        self.packer = ParamPacker(signature.kinds)
+        self._configs: dict = {}
+        self._call = _make_call(self)
+
+    def __repr__(self):
+        return f"<portable kernel {self.signature}>"
+
+    def __getitem__(self, config):
+        bound = self._configs.get(config)
+        if bound is None:
+            parts = config if isinstance(config, tuple) and len(config) in (2, 3) else None
+            if parts is None:
+                raise InputError(f"launch: expected kernel[grid, block] or kernel[grid, block, smem_bytes], got {config!r}")
+            smem = parts[2] if len(parts) == 3 else 0
+            if not isinstance(smem, int) or smem < 0:
+                raise InputError(f"smem: expected a non-negative int of dynamic shared-memory bytes, got {smem!r}")
+            limit = max(t.max_threads_per_block for t in all_targets().values())
+            bound = functools.partial(self._call, _dim3(parts[0], "grid"), _dim3(parts[1], "block", limit), smem)
+            if len(self._configs) > 1024:       # grids follow problem sizes: keep the table small
+                self._configs.clear()
+            self._configs[config] = bound
+        return bound
+
+    def __call__(self, *args, grid, block, smem: int = 0):
+        return self[grid, block, smem](*args)
+
+    def slow_call(self, grid, block, smem, args):
+        """Every check with a named error, foreign arrays taken as tensors; then the launch."""
+        sig = self.signature
+        if len(args) != len(sig.args):
+            raise InputError(f"{self.name}: expected {len(sig.args)} arguments ({', '.join(a.name for a in sig.args)}), "
+                             f"got {len(args)}")
+        values, tensors = [], []
+        for a, v in zip(sig.args, args):
+            label = f"{self.name}: argument {a.name} (`{a.text}`)"
+            if not a.pointer:
+                values.append(_scalar(a, v, label))
+            elif v is None:
+                values.append(0)
+            else:
+                t = _as_tensor(v, label)
+                if not a.accepts(t.dtype):
+                    raise InputError(f"{label}: expected dtype {' or '.join(a.ctype.tensors)}, got {t.dtype}")
+                if not t.is_contiguous():
+                    raise InputError(f"{label}: expected a contiguous tensor, got strides {t.stride()} "
+                                     f"for shape {tuple(t.shape)} (pass .contiguous())")
+                tensors.append((label, t))
+                values.append(t.data_ptr())
+        device = None
+        for label, t in tensors:      # devices last, so every other check also runs on a CPU machine
+            if t.device.type != "cuda":
+                raise InputError(f"{label}: expected a tensor on a GPU (device 'cuda'), got device '{t.device}'")
+            index = t.device.index if t.device.index is not None else torch.cuda.current_device()
+            if device is None:
+                device = index
+            elif index != device:
+                raise InputError(f"{label}: expected a tensor on cuda:{device} like the tensors before it, got {t.device}")
+        if device is None:
+            device = torch.cuda.current_device()
+        self.launch(device, grid, block, smem, values)
+
+    def launch(self, device: int, grid, block, smem, values) -> None:
+        program = self.program
+        loaded = program._devices.get(device) or program.loaded(device)
+        handle = loaded.function(self.name, smem)
+        packer = self.packer
+        with packer.lock:
+            packer.pack(values)
+            if loaded.check_device and current_device() != device:
+                with torch.cuda.device(device):
+                    err = loaded.launch(handle, *grid, *block, smem, current_stream(device), packer.address, None)
+            else:
+                err = loaded.launch(handle, *grid, *block, smem, current_stream(device), packer.address, None)
+        if err:
+            loaded.runtime.make_current(device)      # a thread torch has not used yet: bind its context, retry once
+            with packer.lock:
+                packer.pack(values)
+                err = loaded.launch(handle, *grid, *block, smem, current_stream(device), packer.address, None)
+            if err:
+                loaded.runtime.raise_for(err, f"launch of {self.name} grid {grid} block {block} smem {smem} on cuda:{device}")
+
+
+def _as_tensor(v, label: str) -> torch.Tensor:
+    if isinstance(v, torch.Tensor):
+        return v
+    if hasattr(v, "__cuda_array_interface__"):
+        return torch.as_tensor(v, device="cuda")
+    if hasattr(v, "__dlpack__"):
+        return torch.from_dlpack(v)
+    raise InputError(f"{label}: expected a GPU tensor (torch, or an array with __cuda_array_interface__ or "
+                     f"__dlpack__), got {type(v).__name__}")
+
+
+def _scalar(a, v, label: str):
+    slot = a.ctype.slot
+    if isinstance(v, torch.Tensor) or not isinstance(v, (int, float)):
+        raise InputError(f"{label}: expected {a.expected()}, got {type(v).__name__}")
+    if slot in _FLOAT_SLOTS:
+        v = float(v)
+        if math.isfinite(v) and abs(v) > _FLOAT_SLOTS[slot]:
+            raise InputError(f"{label}: {v!r} overflows {a.ctype.name} (largest finite {_FLOAT_SLOTS[slot]:g})")
+        if slot == "f16":
+            return struct.unpack("<H", struct.pack("<e", v))[0]
+        if slot == "bf16":
+            bits = struct.unpack("<I", struct.pack("<f", v))[0]
+            return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+        return v
+    if isinstance(v, float):
+        raise InputError(f"{label}: expected {a.expected()}, got float {v!r}")
+    lo, hi = _INT_RANGES[slot]
+    if not lo <= v <= hi:
+        raise InputError(f"{label}: {v} overflows {a.ctype.name} (range {lo}..{hi})")
+    return int(v)
+
+
+def _make_call(entry: Entry):
+    """The hot path of one entry, written out for its signature: each tensor's device, dtype
+    and contiguity, each scalar's type and range, in one expression of cheap attribute reads;
+    when anything is off, `slow_call` checks again and names the argument."""
+    sig = entry.signature
+    n = len(sig.args)
+    names = [f"a{i}" for i in range(n)]
+    env = {"slow": entry.slow_call, "launch": entry.launch, "torch": torch}
+    conds, values = [], []
+    first_ptr = next((i for i, a in enumerate(sig.args) if a.pointer), None)
+    for i, a in enumerate(sig.args):
+        v = names[i]
+        if a.pointer:
+            if "*" not in a.ctype.tensors:
+                dtypes = tuple(getattr(torch, d) for d in a.ctype.tensors if hasattr(torch, d))
+                env[f"D{i}"] = dtypes[0] if len(dtypes) == 1 else frozenset(dtypes)
+                conds.append(f"{v}.dtype is D{i}" if len(dtypes) == 1 else f"{v}.dtype in D{i}")
+            conds.append(f"{v}.is_contiguous()")
+            if i != first_ptr:
+                conds.append(f"{v}.get_device() == dev")
+            values.append(f"{v}.data_ptr()")
+        elif a.ctype.slot in ("f32", "f64"):
+            conds.append(f"type({v}) is float and -{_FLOAT_SLOTS[a.ctype.slot]!r} <= {v} <= {_FLOAT_SLOTS[a.ctype.slot]!r}")
+            values.append(v)
+        elif a.ctype.slot in _INT_RANGES:
+            lo, hi = _INT_RANGES[a.ctype.slot]
+            conds.append(f"type({v}) is int and {lo} <= {v} <= {hi}")
+            values.append(v)
+        else:                       # f16/bf16 scalars and tensor maps: always through the checked path
+            conds.append("False")
+            values.append(v)
+    dev = f"a{first_ptr}.get_device()" if first_ptr is not None else "-1"
+    body = [
+        "def call(grid, block, smem, *args):",
+        f"    if len(args) != {n}:",
+        "        return slow(grid, block, smem, args)",
+    ]
+    if n:
+        body.append(f"    {', '.join(names)}, = args")
+    body += [
+        "    try:",
+        f"        dev = {dev}",
+        f"        ok = dev >= 0 and {' and '.join(conds) if conds else 'True'}",
+        f"        values = ({', '.join(values)}{',' if len(values) == 1 else ''})",
+        "    except (AttributeError, TypeError):",
+        "        ok = False",
+        "    if not ok:",
+        "        return slow(grid, block, smem, args)",
+        "    launch(dev, grid, block, smem, values)",
+    ]
+    exec("\n".join(body), env)      # noqa: S102 - code written above from the parsed signature only
+    return env["call"]
+
+
+def load_program(source, target: str | None = None, lang: str | None = None, options: dict | None = None,
+                 **params) -> Program:
+    return Program(Origin.of(source, lang), target=target, options=options, **params)
