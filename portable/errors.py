@@ -28,3 +28,24 @@ class CompileError(PortableError, RuntimeError):
 
 class LaunchError(PortableError, RuntimeError):
     """The driver refused a load or launch."""
+
+
+class TemplateError(PortableError, ValueError):
+    """A template could not be rendered: a syntax error, an undefined name, a missing include;
+    the message starts with the template's file and line."""
+
+
+class DialectNameError(PortableError):
+    """A template uses a dialect name (namespace.name) the mapping table lacks; the message
+    gives the nearest names. Not an AttributeError: Jinja2 would turn that into an undefined
+    value and lose the message."""
+
+    def __init__(self, name: str, nearest=(), space: str = "", where: str = ""):
+        self.name, self.nearest, self.space, self.where = name, list(nearest), space, where
+        hint = f"nearest: {', '.join(self.nearest)}" if self.nearest else "no name is near it"
+        see = f"portable dialect {space}" if space else "portable dialect"
+        super().__init__(f"{where + ': ' if where else ''}{name}: no such dialect name; {hint} (see {see})")
+
+    def at(self, where: str) -> "DialectNameError":
+        """The same error placed at `where` (a template's file:line), for the renderer to raise."""
+        return DialectNameError(self.name, self.nearest, self.space, where)
