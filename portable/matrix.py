@@ -6,15 +6,17 @@ target it compiled for). Each cell holds the median time, the achieved TB/s or T
 one that bounds the kernel), the percentage of the roofline bound, and the ratio to the best
 peer measured on that device in the same run.
 
-Two files that would fill the same column (two runs on one device, or two compile-only runs
-for one target) are never mixed silently: the latest by date wins and a note names the file
-dropped and how its software differed, or, with keep="both", each gets its own column marked
-with its date. Notes travel in DataFrame.attrs["notes"] and every output format prints them.
+Files are merged per row, not per file: two runs on one device that measured different
+kernels both show in its column. Where two files hold the same row (kernel, shape, params,
+device or compile-only, target), the newer file's row wins and a note names the file dropped
+and how its software differed; with keep="both" each file of a column gets its own column
+marked with its date instead. Every cell names its file (the CSV's 'source' field, a [n] after
+the cell in Markdown and HTML, numbered in the sources list). Notes travel in
+DataFrame.attrs["notes"] and every output format prints them.
 """
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import html
 import io
 import math
@@ -23,11 +25,11 @@ from pathlib import Path
 import pandas as pd
 
 from .data import TARGET_COLUMNS
-from .results import label, load, roofline_position, validate
+from .results import label, merge_rows, roofline_position, sources
 
 INDEX = ["kernel", "shape", "params"]
 CELL_FIELDS = ("status", "median_us", "achieved", "unit", "pct_of_roofline", "ceilings", "vs_best_peer",
-               "best_peer", "static", "error")
+               "best_peer", "static", "error", "source")
 KEEP_POLICIES = ("latest", "both")
 ABOVE_ROOF_PCT = 105         # beyond timing noise: worth a note
 ANY_SHAPE = "(any shape)"     # compile-only rows without a shape: the static report holds for every shape
@@ -40,35 +42,6 @@ CELL_LEGEND = ("cell: median time, achieved TB/s or TFLOP/s (whichever bounds th
 
 
 # --- inputs ----------------------------------------------------------------------------------
-def _sources(results) -> list[dict]:
-    """Each input as {label, result, env, date}; paths are loaded, dicts validated."""
-    if isinstance(results, (str, Path, dict)):
-        results = [results]
-    out = []
-    for i, item in enumerate(results):
-        if isinstance(item, (str, Path)):
-            result, name = load(item), str(item)
-        elif isinstance(item, dict):
-            try:
-                result = validate(item)
-            except ValueError as e:
-                raise ValueError(f"results[{i}]: {e}") from None
-            env = result["environment"]
-            name = f"results[{i}] ({env['device'] or 'compile-only'}, {env['date']})"
-        else:
-            raise ValueError(f"results[{i}]: expected a result dict or a file path, got {type(item).__name__}")
-        env = result["environment"]
-        out.append({"label": name, "result": result, "env": env, "order": i,
-                    "date": _dt.datetime.fromisoformat(env["date"])})
-    return out
-
-
-def _column_key(env: dict, row: dict) -> tuple[str, str]:
-    if env["mode"] == "compile-only" or row["status"] == "compile-only":
-        return ("compile-only", row["target"])
-    return (env["device"], row["target"])
-
-
 def _column_name(key: tuple[str, str]) -> str:
     return f"{key[0]} / {key[1]}"
 
@@ -129,67 +102,128 @@ def _pick(rows: list[dict]) -> dict:
 
 # --- merge -----------------------------------------------------------------------------------
 def merge(results, keep: str = "latest") -> pd.DataFrame:
-    """One table from result files (paths or dicts). Index (kernel, shape, params); columns
-    (column, field) with column 'device / target' and field one of CELL_FIELDS.
-    attrs['notes']: what was dropped, chosen or differs; attrs['columns']: each column's file,
-    date, commit and software."""
+    """One table from result files (paths, dicts, or (label, dict) pairs). Index (kernel, shape,
+    params); columns (column, field) with column 'device / target' and field one of CELL_FIELDS.
+    Merged per row: a column takes each row from the newest file that has it (keep='both':
+    each file of a column in its own dated column instead); a cell's 'source' names its file.
+    attrs['notes']: what was dropped, chosen or differs; attrs['sources']: each file that fills
+    cells (number = position + 1), with its columns, date, commit and software; attrs['columns']:
+    each column's files, newest first."""
     if keep not in KEEP_POLICIES:
         raise ValueError(f"keep: expected one of {', '.join(KEEP_POLICIES)}, got {keep!r}")
-    sources = _sources(results)
-    if not sources:
+    srcs = sources(results)
+    if not srcs:
         raise ValueError("results: expected at least one result file, got none")
+    if keep == "latest":
+        entries = merge_rows(srcs)
+    else:                        # each file merged alone: only its own repeated cases meet
+        ranked = sorted(srcs, key=lambda s: (s["date"], s["order"]), reverse=True)
+        entries = [entry for src in ranked for entry in merge_rows([src])]
     notes = [CELL_LEGEND]
-    columns = _assign_columns(sources, keep, notes)
+    columns = _assign_columns(entries, keep, notes)
     order, cells = _collect_cells(columns, notes)
+    used = _used_sources(columns, cells)
+    number = {id(src): n for n, src in enumerate(used, start=1)}
+    _note_sources(columns, used, number, notes)
 
     names = [c[0] for c in columns]
     index = pd.MultiIndex.from_tuples(order, names=INDEX) if order else pd.MultiIndex.from_arrays([[]] * 3, names=INDEX)
     data = [[cells.get(name, {}).get(key, {}).get(field) for name in names for field in CELL_FIELDS] for key in order]
     frame = pd.DataFrame(data, index=index, dtype=object,
                          columns=pd.MultiIndex.from_product([names, CELL_FIELDS], names=["column", "field"]))
-    commits: dict[str, list] = {}
-    for name, _, src, _ in columns:
-        commits.setdefault(src["env"]["git_commit"], []).append(name)
-    if len(commits) > 1:
-        notes.append("columns come from different portable commits: " +
-                     "; ".join(f"{commit} ({', '.join(cols)})" for commit, cols in commits.items()))
     frame.attrs["notes"] = notes
-    frame.attrs["columns"] = {name: {"file": src["label"], "date": src["env"]["date"],
-                                     "git_commit": src["env"]["git_commit"], "driver": src["env"]["driver"],
-                                     "versions": src["env"]["versions"]} for name, _, src, _ in columns}
+    frame.attrs["sources"] = [
+        {"file": src["label"], "date": src["env"]["date"], "git_commit": src["env"]["git_commit"],
+         "driver": src["env"]["driver"], "versions": src["env"]["versions"],
+         "columns": [name for name in names if any(c["_src"] is src for c in cells.get(name, {}).values())],
+         "cells": sum(c["_src"] is src for by_key in cells.values() for c in by_key.values())}
+        for src in used]
+    frame.attrs["columns"] = {name: [src["label"] for src in _column_sources(ents)] for name, _, ents, _ in columns}
     return frame
 
 
-def _assign_columns(sources: list, keep: str, notes: list) -> list[tuple[str, tuple, dict, list]]:
-    """(name, key, source, rows) per column: one file per column, or with keep='both' each file
-    in its own dated column; never two files in one column. Ordered devices first, then
-    compile-only, each by target, device name, newest first."""
-    wanted: dict[tuple, dict[int, list]] = {}
-    for i, src in enumerate(sources):
-        for row in src["result"]["rows"]:
-            wanted.setdefault(_column_key(src["env"], row), {}).setdefault(i, []).append(row)
+def _column_sources(entries: list) -> list[dict]:
+    """The files behind a column's entries, newest first (the order merge_rows gives)."""
+    out = []
+    for entry in entries:
+        if all(entry["source"] is not s for s in out):
+            out.append(entry["source"])
+    return out
+
+
+def _assign_columns(entries: list, keep: str, notes: list) -> list[tuple[str, tuple, list, object]]:
+    """(name, key, entries, date) per column. keep='latest': one column per device/target, each
+    row from its newest file; keep='both': a column fed by several files becomes one dated
+    column per file. Ordered devices first, then compile-only, each by target, device name,
+    newest first."""
+    by_key: dict[tuple, list] = {}
+    for entry in entries:
+        by_key.setdefault(entry["key"][:2], []).append(entry)
     columns = []
-    for key, by_source in wanted.items():
-        ranked = sorted(by_source, key=lambda i: (sources[i]["date"], sources[i]["order"]), reverse=True)
-        name, newest = _column_name(key), sources[ranked[0]]
-        if len(ranked) == 1 or keep == "latest":
-            columns.append((name, key, newest, by_source[ranked[0]]))
-            for i in ranked[1:]:
-                old = sources[i]
-                notes.append(f"{name}: dropped {old['label']} (date {old['env']['date']}): {newest['label']} "
-                             f"(date {newest['env']['date']}) is newer; {_software_diff(old['env'], newest['env'])}")
+    for key, ents in by_key.items():
+        name, srcs = _column_name(key), _column_sources(ents)
+        if keep == "both" and len(srcs) > 1:
+            used = set()
+            for n, src in enumerate(srcs, start=1):
+                dated = f"{name} @{src['env']['date']}"
+                dated = dated if dated not in used else f"{dated} ({n})"     # two files with one date
+                used.add(dated)
+                columns.append((dated, key, [e for e in ents if e["source"] is src], src["date"]))
+            notes.append(f"{name}: {len(srcs)} files, each shown in its own column marked with its date "
+                         f"({'; '.join(src['label'] for src in srcs)})")
             continue
-        used = set()
-        for n, i in enumerate(ranked, start=1):
-            dated = f"{name} @{sources[i]['env']['date']}"
-            dated = dated if dated not in used else f"{dated} ({n})"     # two files with one date
-            used.add(dated)
-            columns.append((dated, key, sources[i], by_source[i]))
-        notes.append(f"{name}: {len(ranked)} files, each shown in its own column marked with its date "
-                     f"({'; '.join(sources[i]['label'] for i in ranked)})")
+        columns.append((name, key, ents, srcs[0]["date"]))
+        _note_dropped(name, ents, notes)
     rank = {t: i for i, t in enumerate(TARGET_COLUMNS)}
-    columns.sort(key=lambda c: (c[1][0] == "compile-only", rank.get(c[1][1], 99), c[1][0], -c[2]["date"].timestamp()))
+    columns.sort(key=lambda c: (c[1][0] == "compile-only", rank.get(c[1][1], 99), c[1][0], -c[3].timestamp()))
     return columns
+
+
+def _note_dropped(name: str, entries: list, notes: list) -> None:
+    """One note per (older file, newer file) pair whose rows met in this column: how many of the
+    older file's rows lost, and how its software differed."""
+    lost: dict[tuple[int, int], list] = {}
+    had: dict[int, int] = {}
+    for entry in entries:
+        had[id(entry["source"])] = had.get(id(entry["source"]), 0) + 1
+        for old in entry["older"]:
+            had[id(old)] = had.get(id(old), 0) + 1
+            lost.setdefault((id(old), id(entry["source"])), [old, entry["source"], 0])[2] += 1
+    for old, new, n in lost.values():
+        what = (f"dropped {old['label']}" if n == had[id(old)] else
+                f"dropped {n} of the {had[id(old)]} rows of {old['label']}")
+        notes.append(f"{name}: {what} (date {old['env']['date']}): {new['label']} (date {new['env']['date']}) "
+                     f"is newer and has the same rows; {_software_diff(old['env'], new['env'])}")
+
+
+def _used_sources(columns: list, cells: dict) -> list[dict]:
+    """The files that fill at least one cell, in column order, newest first within a column."""
+    shown = {id(cell["_src"]) for by_key in cells.values() for cell in by_key.values()}
+    used = []
+    for _, _, ents, _ in columns:
+        for src in _column_sources(ents):
+            if id(src) in shown and all(src is not u for u in used):
+                used.append(src)
+    return used
+
+
+def _note_sources(columns: list, used: list, number: dict, notes: list) -> None:
+    """A column whose cells come from several files says so (each cell's [n] names its file), and
+    files from different portable commits are listed by commit."""
+    for name, _, ents, _ in columns:
+        srcs = [s for s in _column_sources(ents) if id(s) in number]
+        if len(srcs) > 1:
+            newest = srcs[0]
+            diffs = "; ".join(f"[{number[id(s)]}] -> [{number[id(newest)]}]: {_software_diff(s['env'], newest['env'])}"
+                              for s in srcs[1:])
+            notes.append(f"{name}: cells from {len(srcs)} files, each row from the newest file that has it "
+                         f"(a cell's [n] names its file); {diffs}")
+    commits: dict[str, list] = {}
+    for src in used:
+        commits.setdefault(src["env"]["git_commit"], []).append(f"[{number[id(src)]}] {src['label']}")
+    if len(commits) > 1:
+        notes.append("cells come from different portable commits: " +
+                     "; ".join(f"{commit} ({', '.join(files)})" for commit, files in commits.items()))
 
 
 def _collect_cells(columns: list, notes: list) -> tuple[list, dict]:
@@ -197,15 +231,18 @@ def _collect_cells(columns: list, notes: list) -> tuple[list, dict]:
     column name -> row key -> cell."""
     order: list[tuple[str, str, str]] = []
     cells: dict[str, dict[tuple, dict]] = {}
-    for name, _, src, rows in columns:
-        groups: dict[tuple, list] = {}
-        for row in rows:
-            groups.setdefault((row["kernel"], label(row["shape"]) or ANY_SHAPE, label(row["params"])), []).append(row)
-        for row_key, group in groups.items():
+    for name, _, ents, _ in columns:
+        for entry in ents:
+            group, src = entry["rows"], entry["source"]
+            row_key = (group[0]["kernel"], label(group[0]["shape"]) or ANY_SHAPE, label(group[0]["params"]))
+            if row_key in cells.get(name, {}):
+                continue              # the same shape and params spelt in another key order: newest kept
             if len(group) > 1:
                 notes.append(f"{name}: {' '.join(filter(None, row_key))}: {len(group)} rows in one file; "
                              f"the fastest ok one is shown")
-            cells.setdefault(name, {})[row_key] = _cell(_pick(group), src["env"])
+            # '_src' (not a field: the frame never shows it) tells files with one label apart
+            cell = {**_cell(_pick(group), src["env"]), "source": src["label"], "_src": src}
+            cells.setdefault(name, {})[row_key] = cell
             if row_key not in order:
                 order.append(row_key)
     _spread_any_shape(cells, order)
@@ -271,32 +308,38 @@ def cell_text(cell: dict) -> str:
     return ", ".join(parts)
 
 
-def text_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with one text cell per column (what Markdown and HTML show)."""
+def text_table(frame: pd.DataFrame, marks: bool = True) -> pd.DataFrame:
+    """The frame with one text cell per column (what Markdown and HTML show); with marks, each
+    cell ends in [n], the number of its file in the sources list."""
     names = list(dict.fromkeys(frame.columns.get_level_values("column")))
+    number: dict[str, int] = {}
+    for n, src in enumerate(frame.attrs.get("sources", []), start=1):
+        number.setdefault(src["file"], n)
     rows = []
     for values in frame.itertuples(index=False, name=None):
         per_column: dict[str, dict] = {}
         for (name, field), value in zip(frame.columns, values):
             per_column.setdefault(name, {})[field] = value
-        rows.append([cell_text(per_column[name]) for name in names])
+        row = []
+        for name in names:
+            text, source = cell_text(per_column[name]), per_column[name].get("source")
+            if marks and text and _present(source) and source in number:
+                text += f" [{number[source]}]"
+            row.append(text)
+        rows.append(row)
     return pd.DataFrame(rows, index=frame.index, columns=names, dtype=object)
 
 
 def _source_lines(frame: pd.DataFrame) -> list[str]:
-    """One line per source file: the columns it fills, its date, commit and software."""
-    by_file: dict[str, list] = {}
-    for name, info in frame.attrs.get("columns", {}).items():
-        by_file.setdefault(info["file"], [name, info])
-        if by_file[info["file"]][0] != name:
-            by_file[info["file"]][0] += f", {name}"
+    """One line per source file, numbered as the cells' [n]: the columns it fills and how many
+    cells, its date, commit and software."""
     lines = []
-    for file, (names, info) in by_file.items():
+    for n, info in enumerate(frame.attrs.get("sources", []), start=1):
         v = info["versions"]
         software = ", ".join(f"{k} {v[k]}" for k in ("torch", "compiler", "nvrtc", "hiprtc", "cuda-bindings", "hip-python")
                              if v.get(k))
-        lines.append(f"{names}: {file}; date {info['date']}; commit {info['git_commit']}; "
-                     f"driver {info['driver'] or '-'}; {software}")
+        lines.append(f"[{n}] {info['file']}: {', '.join(info['columns'])} ({info['cells']} cells); "
+                     f"date {info['date']}; commit {info['git_commit']}; driver {info['driver'] or '-'}; {software}")
     return lines
 
 
@@ -308,13 +351,14 @@ def to_markdown(frame: pd.DataFrame) -> str:
     for row_key, row in table.iterrows():
         lines.append("| " + " | ".join(esc(v) for v in (*row_key, *row.tolist())) + " |")
     lines += ["", "Notes:", *[f"- {n}" for n in frame.attrs.get("notes", [])],
-              "", "Columns:", *[f"- {s}" for s in _source_lines(frame)]]
+              "", "Sources (a cell's [n]):", *[f"- {s}" for s in _source_lines(frame)]]
     return "\n".join(lines) + "\n"
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """Every field as its own column ('column | field'); notes as leading '# ' lines, so read it
-    back with pandas.read_csv(path, comment='#'). Strings are quoted so a '#' inside a cell is safe."""
+    """Every field as its own column ('column | field'; 'column | source' names each cell's
+    file); notes and the numbered sources as leading '# ' lines, so read it back with
+    pandas.read_csv(path, comment='#'). Strings are quoted so a '#' inside a cell is safe."""
     flat = frame.copy()
     flat.columns = [f"{c} | {f}" for c, f in frame.columns]
     buf = io.StringIO()
@@ -327,7 +371,8 @@ def to_csv(frame: pd.DataFrame) -> str:
 def to_html(frame: pd.DataFrame, standalone: bool = True) -> str:
     body = text_table(frame).to_html(escape=True, na_rep="")
     body += "<h3>Notes</h3><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in frame.attrs.get("notes", [])) + "</ul>"
-    body += "<h3>Columns</h3><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in _source_lines(frame)) + "</ul>"
+    body += ("<h3>Sources (a cell's [n])</h3><ul>" +
+             "".join(f"<li>{html.escape(s)}</li>" for s in _source_lines(frame)) + "</ul>")
     if not standalone:
         return body
     return ("<!doctype html><html><head><meta charset='utf-8'><title>portable matrix</title>"
@@ -368,5 +413,6 @@ def add_cli(subparsers) -> None:
     p.add_argument("--format", choices=list(FORMATS), help="md (default), csv or html; taken from --out's suffix when omitted")
     p.add_argument("--out", metavar="FILE", help="write here instead of printing")
     p.add_argument("--keep", choices=KEEP_POLICIES, default="latest",
-                   help="two files for one device/target: keep the latest (default) or show both")
+                   help="the same row (kernel, shape, params, device/target) in two files: the newest "
+                        "file's row (default), or both: each file of a device/target in its own dated column")
     p.set_defaults(func=_cmd)

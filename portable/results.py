@@ -303,6 +303,63 @@ def load(path) -> dict:
         raise ValueError(f"{path}: {e}") from None
 
 
+# --- several files --------------------------------------------------------------------------
+def sources(items) -> list[dict]:
+    """Each input as {label, result, env, date, order}. An input is a path (loaded; its label is
+    the path), a result dict (validated; labelled by its position, device and date), or a
+    (label, result dict) pair for a caller that already loaded the file."""
+    if isinstance(items, (str, Path, dict)):
+        items = [items]
+    out = []
+    for i, item in enumerate(items):
+        name = None
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict):
+            name, item = item
+        if isinstance(item, (str, Path)):
+            result, name = load(item), str(item)
+        elif isinstance(item, dict):
+            try:
+                result = validate(item)
+            except ValueError as e:
+                raise ValueError(f"results[{i}]: {e}") from None
+            env = result["environment"]
+            name = str(name) if name else f"results[{i}] ({env['device'] or 'compile-only'}, {env['date']})"
+        else:
+            raise ValueError(f"results[{i}]: expected a result dict or a file path, got {type(item).__name__}")
+        env = result["environment"]
+        out.append({"label": name, "result": result, "env": env, "order": i,
+                    "date": _dt.datetime.fromisoformat(env["date"])})
+    return out
+
+
+def row_identity(row: dict, env: dict) -> tuple:
+    """What makes rows of two files the same measurement: where it ran (the device, or
+    'compile-only' for a static report, which holds for any device of its target), target,
+    kernel, shape and params. Dicts compare by content, not key order."""
+    where = "compile-only" if env["mode"] == "compile-only" or row["status"] == "compile-only" else env["device"]
+    return (where, row["target"], row["kernel"], json.dumps(row["shape"], sort_keys=True),
+            json.dumps(row["params"], sort_keys=True))
+
+
+def merge_rows(srcs: list[dict]) -> list[dict]:
+    """Per row identity, the rows of the newest source that has it (by date, then the later
+    argument): [{'key', 'source', 'rows', 'older'}], 'rows' all of that source's rows with the
+    key (a repeated case stays the caller's choice), 'older' the sources whose rows with the key
+    lost. Newest source first, each in file order, so argument order does not change it.
+    Per row, not per file: two runs of one device that measured different kernels both show."""
+    ranked = sorted(srcs, key=lambda s: (s["date"], s["order"]), reverse=True)
+    merged: dict[tuple, dict] = {}
+    for src in ranked:
+        for row in src["result"]["rows"]:
+            key = row_identity(row, src["env"])
+            entry = merged.setdefault(key, {"key": key, "source": src, "rows": [], "older": []})
+            if entry["source"] is src:
+                entry["rows"].append(row)
+            elif all(o is not src for o in entry["older"]):      # identity: results are large
+                entry["older"].append(src)
+    return list(merged.values())
+
+
 # --- reading a file --------------------------------------------------------------------------
 def label(values: dict) -> str:
     """'n=2^28 dtype=float32' for a shape or params dict (powers of two >= 2^16 as 2^k)."""

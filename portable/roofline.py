@@ -13,6 +13,7 @@ import io
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from .devices import PEAK_FORMATS, number
@@ -327,12 +328,15 @@ def _environment_table(env: dict) -> str:
 
 def html_report(results, path) -> Path:
     """One HTML file: per GPU file its roofline (inline PNG), ceilings, environment and rows;
-    then the merged matrix of all files with its notes."""
+    then the matrix of all files, merged per row, with its notes and sources. `results`: paths,
+    result dicts, or (label, result dict) pairs."""
     from . import matrix
     results = [results] if isinstance(results, (str, Path, dict)) else list(results)
-    loaded = [load(r) if isinstance(r, (str, Path)) else validate(r) for r in results]
+    # (label, result) pairs, so that the matrix's sources name the files (each loaded once)
+    loaded = [(str(r), load(r)) if isinstance(r, (str, Path)) else
+              (r[0], validate(r[1])) if isinstance(r, tuple) else (None, validate(r)) for r in results]
     parts = ["<h1>portable roofline report</h1>"]
-    for result in loaded:
+    for _, result in loaded:
         env = result["environment"]
         heading = f"{env['device']} / {env['target']}" if env["mode"] == "gpu" else "compile-only"
         parts.append(f"<h2>{html.escape(heading)} <small>{html.escape(env['date'])}</small></h2>")
@@ -344,7 +348,7 @@ def html_report(results, path) -> Path:
             parts.append("<h3>Ceilings</h3>" + _ceilings_table(env))
         parts.append("<h3>Environment</h3>" + _environment_table(env))
         parts.append("<h3>Rows</h3>" + _rows_table(result))
-    parts.append("<h2>Matrix (all files)</h2>" + matrix.to_html(matrix.merge(results), standalone=False))
+    parts.append("<h2>Matrix (all files)</h2>" + matrix.to_html(matrix.merge(loaded), standalone=False))
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>portable roofline report</title>"
             f"<style>{matrix.TABLE_CSS} img{{max-width:100%}}</style></head><body>{''.join(parts)}</body></html>\n")
     path = Path(path)
@@ -364,21 +368,29 @@ def _cmd(args) -> int:
     except ValueError as e:
         raise SystemExit(f"portable roofline: {e}") from None
     out = Path(args.out) if args.out else Path(args.results[0]).parent
-    used = set()
-    for path, result in zip(args.results, loaded):
-        env = result["environment"]
-        if env["mode"] != "gpu":
+    # Two runs of one device: the earliest keeps the plain name, later ones add their date, by
+    # date rather than argument order, so adding a run never renames another run's picture.
+    slugs, used = {}, set()
+    for i in sorted(range(len(loaded)), key=lambda i: (datetime.fromisoformat(loaded[i]["environment"]["date"]), i)):
+        env = loaded[i]["environment"]
+        if env["mode"] == "gpu":
+            slug = base = _slug(env)
+            if slug in used:
+                slug = base = f"{base}-{re.sub(r'[^0-9]+', '', env['date'])[:14]}"
+            n = 2
+            while slug in used:                  # two runs with one date
+                slug, n = f"{base}-{n}", n + 1
+            used.add(slug)
+            slugs[i] = slug
+    for i, (path, result) in enumerate(zip(args.results, loaded)):
+        if i not in slugs:
             print(f"{path}: compile-only, no times to plot (it joins the report's matrix)")
             continue
-        slug = _slug(env)
-        if slug in used:                     # two runs of one device: keep both pictures apart
-            slug += "-" + re.sub(r"[^0-9]+", "", env["date"])[:14]
-        used.add(slug)
-        drawn = plot(result, out / f"{slug}.{args.format}")
+        drawn = plot(result, out / f"{slugs[i]}.{args.format}")
         print(f"wrote {drawn.path} ({len(drawn.points)} points)")
         for why in drawn.skipped:
             print(f"  not plotted: {why}")
-    report = html_report(loaded, out / "roofline.html")
+    report = html_report(list(zip(args.results, loaded)), out / "roofline.html")
     print(f"wrote {report}")
     return 0
 

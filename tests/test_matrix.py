@@ -1,5 +1,6 @@
-"""The merge: a GPU file and a compile-only file give one table with all five targets; two files
-for one column are never mixed silently."""
+"""The merge: a GPU file and a compile-only file give one table with all five targets; files are
+merged per row (two runs of one device that measured different kernels both show; the same row
+in two files: the newer wins) and every cell names its file."""
 import io
 import json
 
@@ -8,7 +9,7 @@ import pytest
 
 from portable import matrix, results
 from portable.cli import main
-from test_results import FIVE_TARGETS, H100, VERSIONS, compile_only_result, gpu_result, times
+from test_results import FIVE_TARGETS, H100, VERSIONS, compile_only_result, gpu_result, moe_result, times
 
 # Rows keep the bench's order, so the index is not lexsorted; lookups here are few and small.
 pytestmark = pytest.mark.filterwarnings("ignore::pandas.errors.PerformanceWarning")
@@ -47,7 +48,9 @@ def test_gpu_and_compile_only_give_all_five_targets():
         static = frame.loc[FP32, f"compile-only / {target}"]
         assert static["status"] == "compile-only" and "regs" in static["static"]
     text = matrix.text_table(frame)
-    assert text.loc[FP32, "compile-only / gfx950"] == "compiled, 12 regs, occ 100%, ld128, st128"
+    assert text.loc[FP32, "compile-only / gfx950"] == "compiled, 12 regs, occ 100%, ld128, st128 [2]"
+    assert matrix.text_table(frame, marks=False).loc[FP32, "compile-only / gfx950"] == \
+        "compiled, 12 regs, occ 100%, ld128, st128"
     assert text.loc[FP32, GPU_COLUMN].startswith("1085 us, 2.97 TB/s (100%), 0.99x torch")
     assert text.loc[("vector_add", "n=1000", "dtype=float32"), GPU_COLUMN].startswith("MISMATCH: max abs error")
 
@@ -64,6 +67,59 @@ def test_duplicate_runs_latest_wins_and_says_so():
     assert "dropped results[1]" in text and "2026-11-20" in text and "is newer" in text and "same software" in text
     for render in (matrix.to_markdown, matrix.to_html, matrix.to_csv):
         assert "dropped results[1]" in render(frame)
+
+
+def test_two_files_for_one_device_with_disjoint_kernels_both_show():
+    """The committed matrix lost every H100 MoE time: the older MoE file was dropped whole for
+    the newer file of other kernels. Per row, both show, each cell naming its file."""
+    moe = moe_result(date="2026-11-21T10:00:00+00:00", shapes=(4, 64))
+    frame = matrix.merge([gpu_result(date="2026-11-22T10:00:00+00:00"), moe])
+    assert columns(frame) == [GPU_COLUMN]
+    moe_keys = [key for key in frame.index if key[0] == "mxfp4_moe"]
+    assert len(moe_keys) == 2 and FP32 in frame.index and GEMM in frame.index
+    assert frame.loc[moe_keys[1], (GPU_COLUMN, "median_us")] == pytest.approx(293.0)
+    assert frame.loc[FP32, (GPU_COLUMN, "median_us")] == pytest.approx(1085.0)
+    assert frame.loc[moe_keys[0], (GPU_COLUMN, "source")].startswith("results[1]")
+    assert frame.loc[FP32, (GPU_COLUMN, "source")].startswith("results[0]")
+    assert "dropped" not in notes(frame) and f"{GPU_COLUMN}: cells from 2 files" in notes(frame)
+    assert "git_commit 589fbfc -> ab960aa" in notes(frame)
+    assert [s["cells"] for s in frame.attrs["sources"]] == [4, 2]
+    text = matrix.text_table(frame)
+    assert text.loc[moe_keys[0], GPU_COLUMN].endswith(" [2]") and text.loc[FP32, GPU_COLUMN].endswith(" [1]")
+    md = matrix.to_markdown(frame)
+    assert "- [1] results[0] (NVIDIA H100 80GB HBM3, 2026-11-22T10:00:00+00:00): NVIDIA H100 80GB HBM3 / sm_90a " \
+           "(4 cells)" in md and "- [2] results[1] (" in md
+    assert "[2] results[1] (" in matrix.to_html(frame)
+    back = pd.read_csv(io.StringIO(matrix.to_csv(frame)), comment="#")
+    assert sorted(back[f"{GPU_COLUMN} | source"].str.split(" ").str[0]) == ["results[0]"] * 4 + ["results[1]"] * 2
+
+
+def test_same_row_in_two_files_newer_wins_and_the_source_names_it(tmp_path):
+    """A re-run of one row: its cell comes from the newer file and says so; the older file's
+    other rows stay; argument order does not matter."""
+    old, new = tmp_path / "h100-old.json", tmp_path / "h100-rerun.json"
+    results.save(gpu_result(date="2026-11-20T10:00:00+00:00"), old)
+    rerun = moe_result(date="2026-11-22T10:00:00+00:00", commit="ab960aa")
+    first = gpu_result()["rows"][0]
+    results.add_row(rerun, {**{k: first[k] for k in ("kernel", "shape", "params", "target", "flops", "bytes")},
+                            "status": "ok", "times_us": times(1100.0)})
+    results.save(rerun, new)
+    for order in ([old, new], [new, old]):
+        frame = matrix.merge(order)
+        assert frame.loc[FP32, (GPU_COLUMN, "median_us")] == 1100.0
+        assert frame.loc[GEMM, (GPU_COLUMN, "median_us")] == pytest.approx(1900.0)      # only in the old file
+        assert frame.loc[FP32, (GPU_COLUMN, "source")] == str(new)
+        assert frame.loc[GEMM, (GPU_COLUMN, "source")] == str(old)
+        assert f"{GPU_COLUMN}: dropped 1 of the 4 rows of {old} (date 2026-11-20T10:00:00+00:00): {new} " \
+               f"(date 2026-11-22T10:00:00+00:00) is newer and has the same rows; same software" in notes(frame)
+        assert [s["file"] for s in frame.attrs["sources"]] == [str(new), str(old)]
+        assert matrix.text_table(frame).loc[FP32, GPU_COLUMN].endswith(" [1]")
+    md = tmp_path / "m.md"
+    assert main(["matrix", str(old), str(new), "--out", str(md)]) == 0
+    text = md.read_text()
+    assert f"- [1] {new}: {GPU_COLUMN} (2 cells)" in text and f"- [2] {old}: {GPU_COLUMN} (3 cells)" in text
+    fp32_line = next(line for line in text.splitlines() if line.startswith("| vector_add | n=2^28 | dtype=float32 |"))
+    assert "1100 us" in fp32_line and fp32_line.endswith("[1] |")
 
 
 def test_version_mismatch_is_named():
@@ -98,8 +154,9 @@ def test_two_compile_only_files_compete_per_target():
     frame = matrix.merge([early, late])
     assert columns(frame) == [f"compile-only / {t}" for t in FIVE_TARGETS]
     assert sum("dropped" in n for n in frame.attrs["notes"]) == 1 and "compile-only / gfx950: dropped" in notes(frame)
-    assert frame.attrs["columns"]["compile-only / gfx950"]["date"].startswith("2026-11-22")
-    assert frame.attrs["columns"]["compile-only / gfx942"]["date"].startswith("2026-11-21")
+    assert frame.attrs["columns"]["compile-only / gfx950"] == ["results[1] (compile-only, 2026-11-22T09:00:00+00:00)"]
+    assert frame.attrs["columns"]["compile-only / gfx942"] == ["results[0] (compile-only, 2026-11-21T09:00:00+00:00)"]
+    assert frame.loc[FP32, ("compile-only / gfx950", "source")].startswith("results[1]")
 
 
 def test_params_are_part_of_the_row():
@@ -145,9 +202,11 @@ def test_above_the_roof_is_noted():
 def test_formats_carry_table_and_notes():
     frame = matrix.merge([gpu_result(), compile_only_result()])
     md = matrix.to_markdown(frame)
-    assert md.splitlines()[0].startswith("| kernel | shape | params | NVIDIA H100") and "Notes:" in md and "Columns:" in md
+    assert md.splitlines()[0].startswith("| kernel | shape | params | NVIDIA H100")
+    assert "Notes:" in md and "Sources (a cell's [n]):" in md
     back = pd.read_csv(io.StringIO(matrix.to_csv(frame)), comment="#")
     assert len(back) == len(frame) and f"{GPU_COLUMN} | median_us" in back.columns
+    assert f"{GPU_COLUMN} | source" in back.columns
     page = matrix.to_html(frame)
     assert page.count("<table") == 1 and "compile-only / gfx950" in page and "<li>cell:" in page
     with pytest.raises(ValueError, match="format: expected one of md, csv, html, got 'xlsx'"):

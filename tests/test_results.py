@@ -1,6 +1,6 @@
 """The result-file schema: a valid file passes; each missing or bad field fails, naming it.
 
-The builders here (gpu_result, compile_only_result) also serve test_matrix and test_roofline."""
+The builders here (gpu_result, compile_only_result, moe_result) also serve test_matrix and test_roofline."""
 import copy
 import json
 
@@ -66,6 +66,20 @@ def compile_only_result(targets=FIVE_TARGETS, date="2026-11-22T09:00:00+00:00", 
                 "kernel": "vector_add", "shape": {"n": n}, "params": {"dtype": dtype},
                 "target": target, "status": "compile-only", "flops": n, "bytes": 3 * n * size,
                 "static": static(26 if target.startswith("sm") else 12)})
+    return result
+
+
+def moe_result(date="2026-11-21T10:00:00+00:00", commit="589fbfc", median=293.0, shapes=(64,)):
+    """A second H100 run that measured another kernel than gpu_result's (disjoint rows)."""
+    env = {"device": H100, "target": "sm_90a", "driver": "580.65.06 (CUDA 13.0)", "git_commit": commit,
+           "date": date, "versions": dict(VERSIONS),
+           "ceilings": {"measured": copy.deepcopy(MEASURED_H100), "datasheet": lookup_device(H100)}}
+    result = results.new_result(env)
+    for m in shapes:
+        results.add_row(result, {
+            "kernel": "mxfp4_moe", "shape": {"model": "R1", "M": m}, "params": {"mode": "a16w4"},
+            "target": "sm_90a", "status": "ok", "times_us": times(median), "flops": 2 * m * 7168 * 256 * 8,
+            "bytes": 654_000_000, "peak": "bf16", "static": static(125)})
     return result
 
 
@@ -230,3 +244,58 @@ def test_the_documented_example_validates():
     result = compile_only_result(targets=())
     result["rows"].append(json.loads(compile_only_row))
     results.validate(result)
+
+
+# --- several files: merged per row -----------------------------------------------------------------
+def merged(*items):
+    return {entry["key"]: entry for entry in results.merge_rows(results.sources(list(items)))}
+
+
+def test_merge_rows_keeps_disjoint_rows_of_one_device():
+    """Two runs of one device that measured different kernels: every row stays (a merge per file
+    kept only the newer file's rows)."""
+    entries = merged(moe_result(date="2026-11-21T10:00:00+00:00"), gpu_result(date="2026-11-22T10:00:00+00:00"))
+    kernels = {key[2] for key in entries}
+    assert kernels == {"vector_add", "gemm", "mxfp4_moe"} and len(entries) == 5
+    assert {entry["source"]["label"].split(" ")[0] for entry in entries.values()} == {"results[0]", "results[1]"}
+    assert not any(entry["older"] for entry in entries.values())
+
+
+def test_merge_rows_newest_row_wins_whatever_the_argument_order():
+    old = gpu_result(date="2026-11-20T10:00:00+00:00")
+    new = results.new_result({**old["environment"], "date": "2026-11-22T10:00:00+00:00"})
+    results.add_row(new, {**{k: old["rows"][0][k] for k in ("kernel", "shape", "params", "target", "flops", "bytes")},
+                          "status": "ok", "times_us": times(1100.0)})
+    for items in ((old, new), (new, old)):
+        entries = results.merge_rows(results.sources(list(items)))
+        assert len(entries) == 4
+        first = entries[0]                                  # the newest file's rows come first
+        assert first["key"][2:] == ("vector_add", '{"n": 268435456}', '{"dtype": "float32"}')
+        assert first["source"]["result"] is new and first["rows"][0]["median_us"] == 1100.0
+        assert [o["result"] for o in first["older"]] == [old]
+        assert all(e["source"]["result"] is old and not e["older"] for e in entries[1:])
+
+
+def test_merge_rows_identity():
+    """Shape and params compare by content; a static report is keyed as compile-only for its
+    target, apart from the device's timed rows; one date: the later argument wins."""
+    a, b = gpu_result(), gpu_result()
+    b["rows"][0]["shape"] = dict(reversed(list(b["rows"][0]["shape"].items())))
+    entries = results.merge_rows(results.sources([a, b]))
+    assert len(entries) == 4 and all(e["source"]["result"] is b for e in entries)
+    env = a["environment"]
+    row = {**a["rows"][0], "status": "compile-only"}
+    assert results.row_identity(row, env)[:2] == ("compile-only", "sm_90a")
+    assert results.row_identity(a["rows"][0], env)[:2] == (H100, "sm_90a")
+    repeated = gpu_result()
+    repeated["rows"].append(copy.deepcopy(repeated["rows"][0]))
+    assert [len(e["rows"]) for e in results.merge_rows(results.sources([repeated]))] == [2, 1, 1, 1]
+
+
+def test_sources_take_paths_dicts_and_labelled_pairs(tmp_path):
+    path = results.save(gpu_result(), tmp_path / "h100.json")
+    srcs = results.sources([path, compile_only_result(), ("bench/x.json", moe_result())])
+    assert [s["label"] for s in srcs] == [str(path), "results[1] (compile-only, 2026-11-22T09:00:00+00:00)",
+                                          "bench/x.json"]
+    with pytest.raises(ValueError, match=r"results\[0\]: expected a result dict or a file path, got int"):
+        results.sources([3])

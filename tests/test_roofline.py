@@ -7,7 +7,7 @@ import pytest
 
 from portable import results, roofline
 from portable.cli import main
-from test_results import compile_only_result, gpu_result, times
+from test_results import compile_only_result, gpu_result, moe_result, times
 
 
 def timed(result):
@@ -78,3 +78,35 @@ def test_command_line(tmp_path, capsys):
     assert (out / "nvidia-h100-80gb-hbm3-sm-90a.png").exists() and (out / "roofline.html").exists()
     printed = capsys.readouterr().out
     assert "(3 points)" in printed and "compile-only, no times to plot" in printed
+
+
+def test_report_matrix_merges_runs_of_one_device_per_row(tmp_path):
+    """Two H100 runs of different kernels: the report's matrix shows both, each cell naming its
+    file by path (the dropped older file hid every MoE time)."""
+    gpu, moe, cpu = tmp_path / "h100.json", tmp_path / "h100-mxfp4_moe.json", tmp_path / "cpu.json"
+    results.save(gpu_result(date="2026-11-22T10:00:00+00:00"), gpu)
+    results.save(moe_result(date="2026-11-21T10:00:00+00:00"), moe)
+    results.save(compile_only_result(), cpu)
+    page = roofline.html_report([gpu, moe, cpu], tmp_path / "report.html").read_text()
+    matrix_part = page[page.index("Matrix (all files)"):]
+    moe_row = re.search(r"<th>mxfp4_moe</th>.*?</tr>", matrix_part, flags=re.S).group(0)
+    assert "293 us" in moe_row and "[2]" in moe_row
+    assert f"[1] {gpu}: " in matrix_part and f"[2] {moe}: " in matrix_part and f"[3] {cpu}: " in matrix_part
+    assert "dropped" not in matrix_part
+
+
+def test_pictures_of_one_device_are_named_by_date_not_argument_order(tmp_path, capsys, monkeypatch):
+    """The earliest run keeps the plain name and later runs add their date, whatever order the
+    files are given in, so the committed pictures keep their names when the command lists the
+    files in another order."""
+    # Names only: drawing eight pictures would take most of the test's time
+    monkeypatch.setattr(roofline, "plot", lambda result, path, title=None: roofline.RooflinePlot(
+        path=path, points=timed(result)))
+    early, late = tmp_path / "h100-mxfp4_moe.json", tmp_path / "h100.json"
+    results.save(moe_result(date="2026-11-21T10:00:00+00:00"), early)
+    results.save(gpu_result(date="2026-11-22T10:00:00+00:00"), late)
+    for order, out in (([late, early], tmp_path / "a"), ([early, late], tmp_path / "b")):
+        assert main(["roofline", *map(str, order), "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        assert f"wrote {out / 'nvidia-h100-80gb-hbm3-sm-90a.png'} (1 points)" in printed
+        assert f"wrote {out / 'nvidia-h100-80gb-hbm3-sm-90a-20261122100000.png'} (3 points)" in printed
