@@ -147,4 +147,9 @@ def stream_handle(raw: int):
 
 
 def raise_for(err, what: str) -> None:
-    _check((_cu().CUresult(err) if isinstance(err, int) else err,), what)
+    if type(err) is int:            # fast_launch returns the plain code; the binding names it
+        try:
+            err = _cu().CUresult(err)
+        except (AttributeError, TypeError, ValueError):
+            pass
+    _check((err,), what)

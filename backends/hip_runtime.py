@@ -103,4 +103,4 @@ def stream_handle(raw: int):
 
 
 def raise_for(err, what: str) -> None:
-    _check((_hip().hipError_t(err) if isinstance(err, int) else err,), what)
+    _check((err,), what)

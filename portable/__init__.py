@@ -14,9 +14,10 @@ from .dtypes import dtype_name
 from .errors import CompileError, InputError, LaunchError, PortableError, TargetError, ToolchainMissing
 from .kernels import KERNELS
 from .program import Entry, Program, load_program
+from .torch_op import custom_op
 from .targets import all_targets, get_target
 
-__all__ = ["load", "render", "kernels", "targets", "Program", "Entry", "CompileError", "InputError", "LaunchError",
+__all__ = ["load", "render", "kernels", "targets", "Program", "Entry", "custom_op", "CompileError", "InputError", "LaunchError",
            "PortableError", "TargetError", "ToolchainMissing"]
 
 

@@ -14,12 +14,12 @@ def add():
 
 
 def test_cpu_tensor_is_refused_by_name(add):
-    with pytest.raises(portable.InputError, match=r"^a: expected a tensor on a GPU \(device 'cuda'\), got device 'cpu'"):
+    with pytest.raises(portable.InputError, match=r"^vector_add: argument a \(`const float\* __restrict__ a`\): expected a tensor on a GPU \(device 'cuda'\), got device 'cpu'"):
         add(torch.randn(8), torch.randn(8))
 
 
 def test_dtype_mismatch_names_argument_and_loaded_dtype(add):
-    with pytest.raises(portable.InputError, match=r"^b: expected dtype torch.float32 \(this kernel was loaded with dtype='float32'\), got torch.bfloat16"):
+    with pytest.raises(portable.InputError, match=r"^vector_add: argument b \(`const float\* __restrict__ b`\): expected dtype float32, got torch.bfloat16"):
         add(torch.randn(8), torch.randn(8, dtype=torch.bfloat16))
 
 
@@ -32,7 +32,7 @@ def test_shape_mismatch(add):
 
 def test_non_contiguous(add):
     x = torch.randn(4, 6)[:, ::2]
-    with pytest.raises(portable.InputError, match=r"^a: expected a contiguous tensor, got strides \(6, 2\)"):
+    with pytest.raises(portable.InputError, match=r"^vector_add: argument a \(`const float\* __restrict__ a`\): expected a contiguous tensor, got strides \(6, 2\)"):
         add(x, x)
 
 

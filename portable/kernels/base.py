@@ -7,8 +7,9 @@ from .. import backends
 from ..build import build
 from ..device import current_device, current_stream, device_target
 from ..errors import InputError, TargetError
-from ..params import validate
-from ..render import render_template
+from .. import declare
+from ..data import templates_dir
+from ..program import Origin, Program
 from ..report import static_report
 from ..targets import get_target
 from ..backends.params import ParamPacker
@@ -31,11 +32,11 @@ class Launcher:
             runtime.set_max_dynamic_smem(self.function, kernel.dynamic_smem(target))
         self.raw_launch = runtime.launch_function()
         self.extra = runtime.EXTRA
-        self.packer = ParamPacker(kernel.SIGNATURE)
+        self.signatures = kernel.program.signatures(target)     # argument kinds read from the rendered source
+        self.packer = ParamPacker(self.signatures[kernel.ENTRY].kinds)
         # every kernel of the module by name -> (function, packer); the further ones (e.g. a
         # combine step) looked up on first launch (a variant's module may leave some out)
         self.others = {kernel.ENTRY: (self.function, self.packer)}
-        self.entry_kinds = kernel.OTHER_ENTRIES
         for name, nbytes in kernel.entry_smem(self.target).items():
             runtime.set_max_dynamic_smem(self.other(name)[0], nbytes)
         self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
@@ -45,7 +46,7 @@ class Launcher:
 
     def other(self, name: str):
         if name not in self.others:
-            self.others[name] = (self.runtime.get_function(self.module, name), ParamPacker(self.entry_kinds[name]))
+            self.others[name] = (self.runtime.get_function(self.module, name), ParamPacker(self.signatures[name].kinds))
         return self.others[name]
 
     def stream(self):
@@ -104,18 +105,25 @@ class Launcher:
 
 
 class Kernel:
-    """A kernel template with validated parameters; built for a target on first use."""
+    """A built-in kernel's Python face over its Program: the template, rendered with the
+    context this class derives from its parameters, on the same public path as any user's
+    kernel. PARAMS default to what the template declares."""
     NAME = ""
     TEMPLATE = ""
     ENTRY = ""
     PARAMS: dict = {}
-    SIGNATURE: tuple = ()
-    OTHER_ENTRIES: dict = {}       # name -> argument kinds, for modules with more than one kernel
     DYNAMIC_SMEM = False
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.TEMPLATE:
+            cls.ORIGIN = _builtin_origin(cls.TEMPLATE, cls.__dict__.get("PARAMS"))
+            cls.PARAMS = cls.ORIGIN.declaration.params
+
     def __init__(self, target: str | None = None, **params):
-        self.params = validate(self.PARAMS, params)
-        self.target = get_target(target).name if target else None
+        self.program = _KernelProgram(self, target, **params)
+        self.params = self.program.params
+        self.target = self.program.target
         self._launchers: dict[int, Launcher] = {}
 
     def __repr__(self):
@@ -139,10 +147,10 @@ class Kernel:
 
     # --- shared -----------------------------------------------------------------------
     def source(self, target: str) -> str:
-        return render_template(self.TEMPLATE, get_target(target).name, self.template_context(target))
+        return self.program.source(target)
 
     def binary(self, target: str, purpose: str = "report"):
-        return build(self.source(target), target, self.compile_options(), purpose=purpose)
+        return build(self.source(target), get_target(target).name, self.compile_options(), purpose=purpose)
 
     def compile_options(self) -> dict:
         return {}
@@ -168,6 +176,27 @@ class Kernel:
                                   f"cuda:{index}, a {found} device")
             launcher = self._launchers[index] = Launcher(self, index)
         return launcher
+
+
+def _builtin_origin(template: str, params: dict | None) -> Origin:
+    """A built-in template as a Program origin; a class that still declares PARAMS in Python
+    (not yet in its template) passes them here."""
+    path = templates_dir() / template
+    declaration = declare.parse(path.read_text(), template)
+    if params is not None:
+        declaration = declare.Declaration(params=params)
+    return Origin(template, "template", template=template, declaration=declaration)
+
+
+class _KernelProgram(Program):
+    """The Program of a built-in kernel: its template's context comes from the kernel's face."""
+
+    def __init__(self, kernel: Kernel, target, **params):
+        self.kernel = kernel
+        super().__init__(type(kernel).ORIGIN, target=target, **params)
+
+    def context(self, target: str) -> dict:
+        return self.kernel.template_context(target)
 
 
 def same_device(names_tensors) -> None:
