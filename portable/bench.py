@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -19,6 +20,7 @@ from .errors import PortableError
 from .kernels import KERNELS
 from .timing import time_gpu
 
+DEFAULT_OUT = "results.json"
 L2_FLUSH_BYTES = 256 << 20     # rotate input sets until they span this much: no cache flatters a time
 
 
@@ -138,12 +140,20 @@ def run(args) -> int:
     unknown = [n for n in names if n not in KERNELS]
     if unknown:
         raise PortableError(f"--kernels: unknown kernel(s) {', '.join(unknown)}; expected some of {', '.join(KERNELS)}")
+    if args.repeats < 1:
+        raise PortableError(f"--repeats: expected a positive integer, got {args.repeats}")
+    # the run takes minutes: say where its file goes before it starts and where it went after,
+    # on stderr so the summary on stdout stays clean
+    out = Path(args.out or DEFAULT_OUT).resolve()
+    chosen = "" if args.out else f" (no --out given: {DEFAULT_OUT} in the current folder)"
+    sys.stderr.write(f"portable bench: results will be written to {out}{chosen}\n")
     t0 = time.time()
     gpu = torch.cuda.is_available() and not args.compile_only
     result = bench_gpu(names, args.shape_set, args.repeats) if gpu else bench_compile_only(names, args.shape_set)
-    results.save(result, args.out)
+    results.save(result, out)
     rows = result["rows"]
-    print(f"wrote {args.out}: {len(rows)} rows ({result['environment']['mode']}) in {time.time() - t0:.0f} s")
+    sys.stderr.write(f"portable bench: wrote {out}: {len(rows)} rows ({result['environment']['mode']}) "
+                     f"in {time.time() - t0:.0f} s\n")
     for r in rows:
         if r["median_us"]:
             peers = " ".join(f"{p}={v['median_us']:.1f}us" if v["median_us"] else f"{p}=failed"
@@ -156,8 +166,15 @@ def run(args) -> int:
 def add_cli(sub) -> None:
     p = sub.add_parser("bench", help="check and time every kernel x shape here; write a result file")
     p.add_argument("--kernels", default="all", help="comma-separated kernel names or 'all'")
-    p.add_argument("--shape-set", default="default")
-    p.add_argument("--repeats", type=int, default=50)
+    sets = sorted({s for cls in KERNELS.values() for s in getattr(cls, "SHAPE_SETS", {})})
+    p.add_argument("--shape-set", default="default",
+                   help=f"which of each kernel's shape lists to run: {', '.join(sets)} (default: default, the "
+                        "full list; quick: a few shapes a kernel)")
+    p.add_argument("--repeats", type=int, default=50,
+                   help="timed calls a kernel x shape (and a peer); the row keeps every time and its median "
+                        "(default 50)")
     p.add_argument("--compile-only", action="store_true", help="static reports for all targets even on a GPU machine")
-    p.add_argument("--out", default="results.json")
+    p.add_argument("--out", metavar="FILE",
+                   help=f"result file to write (default: {DEFAULT_OUT} in the current folder); its path is "
+                        "printed on stderr at the start and the end")
     p.set_defaults(func=run)

@@ -4,22 +4,64 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
+import re
+import shutil
 import sys
+import textwrap
 
 # Subcommands owned by other modules register themselves through add_cli(subparsers).
 _PLUGINS = ("portable.reference", "portable.audit", "portable.roofline", "portable.matrix",
             "portable.calibrate", "portable.bench")
 
 
+def version() -> str:
+    """The installed distribution's version (package metadata), so it is never spelt twice."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+    try:
+        return dist_version("portable")
+    except PackageNotFoundError:          # a bare checkout on sys.path, never installed
+        return "unknown (not installed)"
+
+
 def parse_params(pairs: list[str]) -> dict:
     """-p KEY=VALUE pairs -> template parameters (digits become ints)."""
+    from .errors import InputError
     out = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"--param: expected KEY=VALUE, got {pair!r}")
+            raise InputError(f"--param: expected KEY=VALUE, got {pair!r}")
         out[key] = int(value) if value.lstrip("-").isdigit() else value
     return out
+
+
+def params_text(name: str, indent: str = "  ") -> str:
+    """A kernel's parameters, one a line: name, accepted values, default (params.describe)."""
+    from .kernels import KERNELS
+    from .params import describe
+    declared = KERNELS[name].PARAMS
+    width = max((len(k) for k in declared), default=0)
+    return "\n".join(f"{indent}{k:<{width}}  {describe(spec)}" for k, spec in declared.items())
+
+
+def params_epilog() -> str:
+    from .kernels import KERNELS
+    parts = ["kernel parameters (-p KEY=VALUE; `portable compile KERNEL --params` prints one kernel's):"]
+    for name in KERNELS:
+        parts.append(f"  {name}\n{params_text(name, indent='    ')}")
+    return "\n".join(parts)
+
+
+def _wrap(text: str, indent: int) -> list[str]:
+    """A message in whole words: wrapped to a terminal's width, continuation lines under its
+    start; piped (logs, grep) each line of it whole."""
+    paras = str(text).splitlines() or [""]
+    if not sys.stdout.isatty():
+        return paras
+    width = max(shutil.get_terminal_size().columns - indent, 40)
+    return [line for para in paras
+            for line in textwrap.wrap(para, width, break_long_words=False, break_on_hyphens=False) or [""]]
 
 
 def cmd_doctor(args) -> int:
@@ -45,13 +87,16 @@ def cmd_doctor(args) -> int:
         try:
             rows.append((label, runtime.driver_version()))
         except Exception as e:   # no driver on this machine
-            rows.append((label, f"not available: {str(e).splitlines()[0][:100]}"))
+            rows.append((label, f"not available: {e}"))
     from .backends.tools import nvidia_tool
     rows.append(("nvdisasm", nvidia_tool("nvdisasm") or "not found (SASS instruction counts unavailable)"))
     rows.append(("cache", f"{cache.cache_dir()} ({cache.entries()} binaries)"))
     width = max(len(r[0]) for r in rows)
     for label, text in rows:
-        print(f"{label:<{width}}  {text}")
+        first, *rest = _wrap(text, width + 2)
+        print(f"{label:<{width}}  {first}")
+        for line in rest:
+            print(" " * (width + 2) + line)
     return 0
 
 
@@ -61,18 +106,35 @@ def cmd_render(args) -> int:
     return 0
 
 
-def compile_rows(kernel: str, target_spec: str, params: dict) -> list[dict]:
+def _compile(kernel: str, target_spec: str, params: dict) -> list[tuple[str, list[dict] | Exception]]:
+    """(target, its report rows or the PortableError that stopped it) for each target."""
     from . import load
     from .errors import PortableError
     from .targets import resolve_targets
     k = load(kernel, **params)
-    rows = []
+    out = []
     for t in resolve_targets(target_spec):
         try:
-            rows.extend(k.reports(t.name))
+            out.append((t.name, k.reports(t.name)))
         except PortableError as e:
-            rows.append({"target": t.name, "kernel": kernel, "error": str(e).splitlines()[0]})
+            out.append((t.name, e))
+    return out
+
+
+def _as_rows(kernel: str, results) -> list[dict]:
+    """Report rows for every target; a target that failed gets one row with its error's first line."""
+    rows = []
+    for target, got in results:
+        if isinstance(got, Exception):
+            rows.append({"target": target, "kernel": kernel, "error": str(got).splitlines()[0]})
+        else:
+            rows.extend(got)
     return rows
+
+
+def compile_rows(kernel: str, target_spec: str, params: dict) -> list[dict]:
+    """Every target's report rows, failed targets as error rows (`portable check`'s tables)."""
+    return _as_rows(kernel, _compile(kernel, target_spec, params))
 
 
 def format_report(rows: list[dict]) -> str:
@@ -94,12 +156,24 @@ def format_report(rows: list[dict]) -> str:
 
 
 def cmd_compile(args) -> int:
-    rows = compile_rows(args.kernel, args.target, parse_params(args.param))
+    """The table holds the targets that compiled; each one that failed is an error line on
+    stderr (`portable: TARGET: message`, the whole message: a compiler's log follows its first
+    line), and any failure makes the exit status 2, as every other error of the command. JSON
+    keeps the failed targets as rows with an `error`, for scripts."""
+    if args.params:
+        print(f"{args.kernel} parameters (-p KEY=VALUE):\n{params_text(args.kernel)}")
+        return 0
+    results = _compile(args.kernel, args.target, parse_params(args.param))
+    failed = [(target, got) for target, got in results if isinstance(got, Exception)]
+    compiled = [r for _, got in results if not isinstance(got, Exception) for r in got]
     if args.format == "json":
-        print(json.dumps(rows, indent=2))
-    else:
-        print(format_report(rows))
-    return 1 if any("error" in r for r in rows) else 0
+        print(json.dumps(_as_rows(args.kernel, results), indent=2))
+    elif compiled:
+        print(format_report(compiled))
+    sys.stdout.flush()              # the table, then the errors, in that order on one terminal
+    for target, e in failed:
+        print(f"portable: {target}: {e}", file=sys.stderr)
+    return 2 if failed else 0
 
 
 def cmd_cache(args) -> int:
@@ -111,20 +185,61 @@ def cmd_cache(args) -> int:
     return 0
 
 
+# argparse's own complaints, said the way the project's errors are: `WHAT: expected X, got Y`
+QUOTES = "'\""                   # around argparse's choices in some Python versions, not others
+_ARGPARSE = (
+    (re.compile(r"argument (?P<what>[^:]+): invalid choice: (?P<got>.+?) \(choose from (?P<choices>.+)\)$"),
+     lambda m: f"{m['what']}: expected one of {', '.join(c.strip().strip(QUOTES) for c in m['choices'].split(','))}, "
+               f"got {m['got']}"),
+    (re.compile(r"argument (?P<what>[^:]+): invalid (?P<type>\w+) value: (?P<got>.+)$"),
+     lambda m: f"{m['what']}: expected {'an integer' if m['type'] == 'int' else 'a ' + m['type']}, got {m['got']}"),
+    (re.compile(r"argument (?P<what>[^:]+): expected one argument$"),
+     lambda m: f"{m['what']}: expected a value, got none"),
+    (re.compile(r"the following arguments are required: (?P<what>.+)$"),
+     lambda m: f"{m['what']}: expected a value, got none"),
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors print as `portable: WHAT: expected X, got Y` with exit status 2, like the
+    errors the commands raise (subcommand parsers are made of this class too)."""
+
+    def error(self, message):
+        for pattern, say in _ARGPARSE:
+            m = pattern.match(message)
+            if m:
+                message = say(m)
+                break
+        self.print_usage(sys.stderr)
+        self.exit(2, f"portable: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .kernels import KERNELS
-    p = argparse.ArgumentParser(prog="portable", description="GPU kernels written once, for CUDA and HIP targets.")
+    p = Parser(prog="portable", description="GPU kernels written once, for CUDA and HIP targets.")
+    p.add_argument("--version", action="version", version=f"portable {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("doctor", help="GPUs, compilers, runtimes and cache found here").set_defaults(func=cmd_doctor)
-    r = sub.add_parser("render", help="print a kernel's rendered source for a target")
+    raw = argparse.RawDescriptionHelpFormatter      # keeps the parameter list's lines
+    r = sub.add_parser("render", help="print a kernel's rendered source for a target",
+                       epilog=params_epilog(), formatter_class=raw)
     r.add_argument("kernel", choices=list(KERNELS))
     r.add_argument("--target", required=True)
-    r.add_argument("--param", "-p", action="append", metavar="KEY=VALUE", help="template parameter, e.g. -p dtype=bfloat16")
+    r.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
+                   help="template parameter, e.g. -p dtype=bfloat16 (each kernel's are listed below)")
     r.set_defaults(func=cmd_render)
-    c = sub.add_parser("compile", help="compile a kernel and print its static report, one row per target")
+    c = sub.add_parser("compile", help="compile a kernel and print its static report, one row per target",
+                       description=textwrap.fill(
+                           "Compile a kernel for each target and print its static report, one row per target "
+                           "that compiled; each target that failed is a `portable: TARGET: ...` line on stderr "
+                           "and makes the exit status 2.", 78),
+                       epilog=params_epilog(), formatter_class=raw)
     c.add_argument("kernel", choices=list(KERNELS))
     c.add_argument("--target", default="all", help="a target, a comma-separated list, or 'all' (default)")
-    c.add_argument("--param", "-p", action="append", metavar="KEY=VALUE")
+    c.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
+                   help="template parameter, e.g. -p dtype=bfloat16 (each kernel's are listed below)")
+    c.add_argument("--params", action="store_true",
+                   help="print the kernel's parameters, their accepted values and defaults; compile nothing")
     c.add_argument("--format", choices=["table", "json"], default="table")
     c.set_defaults(func=cmd_compile)
     k = sub.add_parser("cache", help="show or clear the compiled-binary cache")
@@ -143,6 +258,11 @@ def main(argv=None) -> int:
     except PortableError as e:
         print(f"portable: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `portable ref --list | head`: the reader left; no traceback, and none again when
+        # Python flushes stdout at exit (the recipe of Python's signal docs)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ what the templates use. A query that names a row (a whole CUDA or HIP cell, a ro
 first name in a cell) answers with that row, followed by the rows that mention the name; so a
 HIP name finds the row of its CUDA name and the other way round. Otherwise every row that
 mentions the query answers: as a name in any case, a substring of a cell, or a word of a note
-(`e4m3fnuz`). A query that matches nothing gets the nearest names, never an empty screen.
+(`e4m3fnuz`). A query that matches nothing says there is no row, with at most three near names
+(and their rows) that are close to it by spelling; nothing unrelated is offered.
+`--list` prints every row, one a line, so the table can be diffed against another (HIPIFY's).
 """
 from __future__ import annotations
 
@@ -31,7 +33,12 @@ FORMATS = ("table", "json", "csv")
 # brings the rows that merely mention it along; without one, every row that mentions the query
 # anywhere (cells, then notes) answers; without that, the nearest names do.
 EXACT, MENTION, ANY_CASE, SUBSTRING, NOTE, NEAREST = "exact", "mentions", "any case", "substring", "note", "nearest"
-_NEAREST_COUNT = 8
+_NEAREST_COUNT = 3
+# difflib ratio a near name must reach: typos (cudaMalocManaged -> cudaMallocManaged 0.97,
+# __syncthread 0.96) pass; unrelated names sharing a few letters (xyzzy123, cublasCreate ->
+# culinkcreate 0.75) do not
+NEAREST_CUTOFF = 0.8
+LIST_COLUMNS = ("key", "cuda", "hip", *TARGET_COLUMNS)
 
 # Names inside a cell: C identifiers, PTX mnemonics (wgmma.fence), special registers (%smid),
 # qualified names (cooperative_groups::this_grid).
@@ -62,7 +69,9 @@ def lookup(query: str | None = None, category: str | None = None, target: str | 
     """Rows matching `query` (CUDA or HIP spelling, key, or a word of a note), optionally
     only in `category` and only those available on `target` (yes, emulated or partial).
 
-    The result has the table's columns plus `match`, the tier that found each row."""
+    The result has the table's columns plus `match`, the tier that found each row. A query no
+    row matches gives the rows of at most three near names (`match` "nearest", `near` the name),
+    or no rows when no name of the table is close to it."""
     rows = _filter(table(), category, target)
     if query is None or not str(query).strip():
         return rows.assign(match="")
@@ -111,16 +120,21 @@ def _matches(rows: pd.DataFrame, query: str) -> list[tuple]:
 
 
 def _nearest(rows: pd.DataFrame, query: str) -> pd.DataFrame:
-    """Rows holding the names closest to `query` (difflib ratio, case-insensitive)."""
-    vocab: dict[str, list] = {}
+    """For each of the (at most three) names closest to `query` by spelling (difflib ratio,
+    case-insensitive, at least NEAREST_CUTOFF), the first row that spells it; `near` holds the
+    name. No name that close: no rows."""
+    vocab: dict[str, tuple] = {}                      # lower-case name -> (spelling, first row)
     for label, row in rows.iterrows():
-        for tok in tokens(row["cuda"]) | tokens(row["hip"]):
-            vocab.setdefault(tok.lower(), []).append(label)
-    close = difflib.get_close_matches(query.lower(), list(vocab), n=_NEAREST_COUNT, cutoff=0.0)
-    labels: list = []
+        for tok in sorted(tokens(row["cuda"]) | tokens(row["hip"])):
+            vocab.setdefault(tok.lower(), (tok, label))
+    close = difflib.get_close_matches(query.lower(), list(vocab), n=_NEAREST_COUNT, cutoff=NEAREST_CUTOFF)
+    labels, names = [], []
     for tok in close:
-        labels += [lab for lab in vocab[tok] if lab not in labels]
-    return rows.loc[labels[:_NEAREST_COUNT]].assign(match=NEAREST)
+        name, label = vocab[tok]
+        if label not in labels:
+            labels.append(label)
+            names.append(name)
+    return rows.loc[labels].assign(match=NEAREST, near=names)
 
 
 # ---------------------------------------------------------------- output
@@ -165,8 +179,10 @@ def render(found: pd.DataFrame, fmt: str, query: str | None = None, width: int |
         return json.dumps(found.to_dict(orient="records"), indent=2) + "\n"
     if fmt == "csv":
         return found.to_csv(index=False)
-    if query and len(found) and found["match"].iloc[0] == NEAREST:
-        head = f"no row spells {query!r}{scope}; nearest names:"
+    if query and not len(found):
+        return f"no row for {query!r}{scope}, and no name close to it\n"
+    if query and found["match"].iloc[0] == NEAREST:
+        head = f"no row for {query!r}{scope}; near names: {', '.join(found['near'])}"
     else:
         counts = found["match"].value_counts(sort=False)
         tiers = f" ({', '.join(f'{k}: {v}' for k, v in counts.items())})" if query else ""
@@ -176,8 +192,28 @@ def render(found: pd.DataFrame, fmt: str, query: str | None = None, width: int |
 
 # ---------------------------------------------------------------- command line
 
+def render_list(found: pd.DataFrame, fmt: str) -> str:
+    """One line a row, LIST_COLUMNS only, in table order: tab-separated with a header (`table`),
+    or CSV / JSON records."""
+    if fmt not in FORMATS:
+        raise InputError(f"format: unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    rows = found[list(LIST_COLUMNS)]
+    if fmt == "json":
+        return json.dumps(rows.to_dict(orient="records"), indent=2) + "\n"
+    if fmt == "csv":
+        return rows.to_csv(index=False)
+    # a cell never holds a tab or a newline, so each row stays one line of a diff
+    lines = ["\t".join(LIST_COLUMNS)] + ["\t".join(str(v) for v in r) for r in rows.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
 def cmd_ref(args) -> int:
     query = " ".join(args.query) if args.query else None
+    if args.list:
+        if query:
+            raise InputError(f"--list: expected no QUERY (it prints every row), got {query!r}")
+        sys.stdout.write(render_list(lookup(None, category=args.category, target=args.target), args.format))
+        return 0
     found = lookup(query, category=args.category, target=args.target)
     scope = (f" in category {args.category!r}" if args.category else "") + \
             (f" available on {args.target}" if args.target else "")
@@ -191,6 +227,9 @@ def add_cli(subparsers) -> None:
     p.add_argument("query", nargs="*", help="a CUDA or HIP name, PTX instruction, or word of a note (e.g. __shfl_xor_sync, e4m3fnuz)")
     p.add_argument("--category", help=f"only this category (or prefix): {', '.join(categories())}")
     p.add_argument("--target", help="only rows available (yes, emulated, partial) on this target")
+    p.add_argument("--list", action="store_true",
+                   help=f"print every row (or every row --category/--target keep), one a line: "
+                        f"{', '.join(LIST_COLUMNS)}; tab-separated, or --format csv|json")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--width", type=int, help="table width in characters (default: the terminal's, or 160 when piped)")
     p.set_defaults(func=cmd_ref)

@@ -133,11 +133,17 @@ def test_words_in_notes_match():
         assert "e4m3fnuz" in (r["cuda"] + r["hip"] + r["note"]).lower()
 
 
-def test_unknown_name_answers_with_nearest():
+def test_misspelt_name_answers_with_at_most_three_near_names():
     found = reference.lookup("cudaMalocManaged")
-    assert len(found) and set(found["match"]) == {reference.NEAREST}
-    assert "cudaMallocManaged" in set(found["cuda"])
-    assert len(reference.lookup("zzqqxx")) > 0    # never an empty screen
+    assert 1 <= len(found) <= 3 and set(found["match"]) == {reference.NEAREST}
+    assert found.iloc[0]["cuda"] == "cudaMallocManaged" and found.iloc[0]["near"] == "cudaMallocManaged"
+    assert len(reference.lookup("__shfl_xor_snc")) <= 3
+
+
+@pytest.mark.parametrize("query", ["xyzzy123", "zzqqxx", "hipFooBar", "qwertyuiop"])
+def test_unrelated_name_answers_with_no_row(query):
+    # below the similarity threshold nothing is offered (xyzzy123 once got ten ldmatrix rows)
+    assert len(reference.lookup(query)) == 0
 
 
 def test_filters_by_category_and_target():
@@ -173,7 +179,33 @@ def test_cli_table_json_csv(capsys):
     assert records[0]["cuda"] == "cuLaunchKernel" and records[0]["source"]
     parsed = list(csv.DictReader(io.StringIO(run_ref(["--category", "matrix", "--target", "gfx950", "--format", "csv"], capsys))))
     assert parsed and all(r["category"] == "matrix" for r in parsed)
-    assert "nearest" in run_ref(["hipFooBar"], capsys)
+    assert run_ref(["hipFooBar"], capsys) == "no row for 'hipFooBar', and no name close to it\n"
+    assert json.loads(run_ref(["xyzzy123", "--format", "json"], capsys)) == []
+
+
+def test_cli_no_row_says_so_with_near_names(capsys):
+    out = run_ref(["cudaMalocManaged"], capsys)
+    assert out.startswith("no row for 'cudaMalocManaged'; near names: cudaMallocManaged")
+    assert "ldmatrix" not in out
+    assert "ldmatrix" not in run_ref(["xyzzy123"], capsys)
+
+
+def test_cli_list_prints_every_row_one_a_line(capsys):
+    lines = run_ref(["--list"], capsys).splitlines()
+    assert lines[0].split("\t") == ["key", "cuda", "hip", *TARGET_COLUMNS]
+    assert len(lines) == len(rows()) + 1
+    assert all(len(line.split("\t")) == 3 + len(TARGET_COLUMNS) for line in lines)
+    assert f"warp.shfl_xor\t__shfl_xor_sync\t__shfl_xor\t" + "\t".join(["yes"] * 5) in lines
+    parsed = list(csv.DictReader(io.StringIO(run_ref(["--list", "--format", "csv"], capsys))))
+    assert len(parsed) == len(rows()) and list(parsed[0]) == list(reference.LIST_COLUMNS)
+    records = json.loads(run_ref(["--list", "--category", "warp", "--format", "json"], capsys))
+    assert records and {r["cuda"] for r in records} <= {r["cuda"] for r in rows() if r["category"] == "warp"}
+
+
+def test_cli_list_takes_no_query(capsys):
+    from portable.cli import main
+    assert main(["ref", "--list", "x"]) == 2
+    assert capsys.readouterr().err == "portable: --list: expected no QUERY (it prints every row), got 'x'\n"
 
 
 def test_registered_in_the_portable_command(capsys):
