@@ -80,6 +80,10 @@ def describe(spec) -> str:
     elif getattr(spec, "min", None) is not None or getattr(spec, "max", None) is not None:
         low, high = getattr(spec, "min", None), getattr(spec, "max", None)
         accepted = f"{'' if low is None else _show(low)}..{'' if high is None else _show(high)}"
+        if getattr(spec, "multiple_of", 0):
+            accepted += f", a multiple of {spec.multiple_of}"
+        if getattr(spec, "power_of_two", False):
+            accepted += ", a power of two"
     else:
         accepted = type(spec).__name__
     default = getattr(spec, "default", None)

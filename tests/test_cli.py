@@ -13,7 +13,7 @@ from portable import bench, cli, results
 from portable.errors import CompileError
 from portable.kernels import KERNELS
 from portable.kernels.vector_add import VectorAdd
-from portable.params import Choice, describe
+from portable.params import Choice, DTypeChoice, Range, describe
 
 
 def run(argv, capsys):
@@ -99,9 +99,10 @@ def test_describe_prints_a_choice_with_its_default():
 
 
 def test_describe_takes_a_range_spec_too():
-    class Range:                      # the shape a typed range spec is expected to have
-        min, max, default = 1, 1024, 256
-    assert describe(Range()) == "1..1024 (default 256)"
+    assert describe(Range(int, 64, 1024, 256)) == "64..1024 (default 256)"
+    assert describe(Range(int, 64, 1024, 256, multiple_of=64)) == "64..1024, a multiple of 64 (default 256)"
+    assert describe(Range(int, 1, 8, 2, power_of_two=True)) == "1..8, a power of two (default 2)"
+    assert describe(DTypeChoice(("float32", "bfloat16"), "float32")) == "float32 | bfloat16 (default float32)"
 
 
 @pytest.mark.parametrize("command", ["compile", "render"])
@@ -117,10 +118,10 @@ def test_help_lists_every_kernels_parameters(command, capsys):
 def test_compile_kernel_params_prints_its_parameters(capsys):
     status, out, err = run(["compile", "vector_add", "--params"], capsys)
     assert status == 0 and err == ""
-    assert out == ("vector_add parameters (-p KEY=VALUE):\n"
-                   "  dtype  float32 | bfloat16 (default float32)\n"
-                   "  block  64 | 128 | 256 | 512 | 1024 (default 512)\n"
-                   "  vecs   1 | 2 | 4 | 8 (default 1)\n")
+    lines = out.splitlines()
+    assert lines[0] == "vector_add parameters (-p KEY=VALUE):"
+    assert [s.split(None, 1) for s in lines[1:]] == [[k, describe(spec)] for k, spec in VectorAdd.PARAMS.items()]
+    assert "  dtype  float32 | bfloat16 (default float32)" in lines
     status, out, _ = run(["compile", "mla_decode", "--params"], capsys)
     assert status == 0 and 'loop         "" | tile | fragments | heads | twin (default "")' in out
 
