@@ -12,7 +12,7 @@ import textwrap
 
 # Subcommands owned by other modules register themselves through add_cli(subparsers).
 _PLUGINS = ("portable.reference", "portable.audit", "portable.roofline", "portable.matrix",
-            "portable.calibrate", "portable.bench")
+            "portable.calibrate", "portable.bench", "portable.dialect_doc")
 
 
 def version() -> str:
@@ -38,16 +38,25 @@ def parse_params(pairs: list[str]) -> dict:
 
 def params_text(name: str, indent: str = "  ") -> str:
     """A kernel's parameters, one a line: name, accepted values, default (params.describe)."""
-    from .kernels import KERNELS
     from .params import describe
-    declared = KERNELS[name].PARAMS
+    declared = declared_params(name)
     width = max((len(k) for k in declared), default=0)
     return "\n".join(f"{indent}{k:<{width}}  {describe(spec)}" for k, spec in declared.items())
 
 
+def declared_params(kernel: str) -> dict:
+    """A built-in's parameters, or those a template file declares."""
+    from .kernels import KERNELS
+    from .program import Origin
+    return KERNELS[kernel].PARAMS if kernel in KERNELS else Origin.of(kernel).declaration.params
+
+
 def params_epilog() -> str:
     from .kernels import KERNELS
-    parts = ["kernel parameters (-p KEY=VALUE; `portable compile KERNEL --params` prints one kernel's):"]
+    parts = ["KERNEL is a built-in name or a file: a template (.j2) declares its parameters in its",
+             "{#portable #} block, a raw .cu / .hip source takes none.",
+             "",
+             "built-in kernel parameters (-p KEY=VALUE; `portable compile KERNEL|FILE --params` prints one's):"]
     for name in KERNELS:
         parts.append(f"  {name}\n{params_text(name, indent='    ')}")
     return "\n".join(parts)
@@ -223,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter      # keeps the parameter list's lines
     r = sub.add_parser("render", help="print a kernel's rendered source for a target",
                        epilog=params_epilog(), formatter_class=raw)
-    r.add_argument("kernel", choices=list(KERNELS))
+    r.add_argument("kernel", metavar="KERNEL|FILE", help=f"a built-in kernel ({', '.join(KERNELS)}) or a .j2/.cu/.hip file")
     r.add_argument("--target", required=True)
     r.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
                    help="template parameter, e.g. -p dtype=bfloat16 (each kernel's are listed below)")
@@ -234,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "that compiled; each target that failed is a `portable: TARGET: ...` line on stderr "
                            "and makes the exit status 2.", 78),
                        epilog=params_epilog(), formatter_class=raw)
-    c.add_argument("kernel", choices=list(KERNELS))
+    c.add_argument("kernel", metavar="KERNEL|FILE", help=f"a built-in kernel ({', '.join(KERNELS)}) or a .j2/.cu/.hip file")
     c.add_argument("--target", default="all", help="a target, a comma-separated list, or 'all' (default)")
     c.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
                    help="template parameter, e.g. -p dtype=bfloat16 (each kernel's are listed below)")

@@ -108,7 +108,7 @@ class Program:
             t = get_target(target)
             if self.origin.lang in _RAW_VENDOR:
                 why = (f"a {self.origin.lang.upper()} source compiles for {_RAW_VENDOR[self.origin.lang].upper()} "
-                       f"targets only ({', '.join(allowed)}), and {target} is a {t.vendor.upper()} target; write it as "
+                       f"targets only ({', '.join(allowed)}), and {target} is an {t.vendor.upper()} target; write it as "
                        f"a template (see docs/dialect.md) to run on both vendors")
             else:
                 why = f"its declaration lists targets {', '.join(allowed)}"

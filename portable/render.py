@@ -78,7 +78,9 @@ def render_template(template: str, target_name: str, params: dict, search: tuple
         rendered = _compiled(template, search, text).render(**context)
     except Exception as e:
         raise _located(e, template, context) from None
-    source, origins = linemap.strip(rendered)
+    from .prelude import prune_source
+    # pruned while the lines still carry their template origins, so the origins stay right
+    source, origins = linemap.strip(prune_source(rendered))
     linemap.remember(source, origins)
     return source
 
@@ -116,8 +118,7 @@ def _located(error: Exception, template: str, context: dict) -> Exception:
         message = str(error)
         word = message.split("'")[1] if message.count("'") >= 2 else ""
         near = difflib.get_close_matches(word, [k for k in context if not k.startswith("_")], n=3, cutoff=0.6)
-        if hasattr(dialect_module, "nearest_names"):
-            near += [n for n in dialect_module.nearest_names(word) if n not in near][:3]
+        near += [n for n in dialect_module.nearest_names(word) if n not in near][:3]
         hint = f"; nearest names: {', '.join(near)}" if near else ""
         return TemplateError(f"{where}{message}{hint}")
     if isinstance(error, PortableError):

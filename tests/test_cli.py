@@ -49,7 +49,7 @@ def test_param_error_as_typed_in_a_shell():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["compile", "gemm"], "portable: kernel: expected one of vector_add, mla_decode, mxfp4_moe, got 'gemm'"),
+    (["compile", "gemm"], "portable: kernel: unknown kernel 'gemm'; expected one of vector_add, mla_decode, mxfp4_moe, a .j2/.cu/.hip file"),
     (["bench", "--repeats", "x"], "portable: --repeats: expected an integer, got 'x'"),
     (["render", "vector_add"], "portable: --target: expected a value, got none"),
     (["compile", "vector_add", "--target"], "portable: --target: expected a value, got none"),

@@ -34,7 +34,11 @@ def test_table_gives_vendor_only_spellings():
     assert "threadIdx" not in tokens          # spelt the same on both
 
 
-@pytest.mark.parametrize("path", sorted(p for p in templates_dir().rglob("*") if p.is_file()), ids=lambda p: p.name)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("path", sorted([p for p in templates_dir().rglob("*") if p.is_file()]
+                                        + list(EXAMPLES.rglob("*.j2"))), ids=lambda p: p.name)
 def test_templates_spell_no_vendor(path: Path):
     assert vendor_tokens_in(path.read_text()) == []
 

@@ -1,0 +1,115 @@
+"""Host time per call of the elementwise example (examples/axpby) against CuPy's RawKernel on
+the same rendered source, alternating in one run (issue 37: at most 1.0x CuPy).
+
+    python bench/launch_overhead.py [--n 4096] [--calls 2000] [--rounds 15] [--out DIR]
+
+Each round times `calls` back-to-back calls with the host clock (the GPU, a few us a kernel
+at this size, keeps up, so this is the host's cost of queueing), then synchronizes; the
+variants take turns round by round and each reports its median round. Rows:
+  portable raw          k[grid, block](x, y, out, a, b, n) on a kept Entry
+  portable axpby(out=)  the Python face into a preallocated output
+  portable axpby()      the face allocating its output (torch.empty_like)
+  cupy raw              RawKernel((grid,), (block,), args) on preallocated CuPy views of the same memory
+  cupy + alloc          cupy.empty_like, then the RawKernel
+  binding launch        cuLaunchKernel through cuda-python (what launches cost before ctypes)
+  ctypes launch         cuLaunchKernel through ctypes, as portable launches
+The last two launch the same function with the same packed arguments, nothing else.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import pathlib
+import statistics
+import time
+
+import numpy as np
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def example():
+    spec = importlib.util.spec_from_file_location("axpby", ROOT / "examples" / "axpby" / "axpby.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=4096)
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--out", default=None, help="also write the table to DIR/launch_overhead.txt")
+    args = ap.parse_args()
+    import cupy
+    from portable.backends import cuda_driver
+
+    ax = example()
+    dt, n = torch.float32, args.n
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    entry = ax.entry(dt)
+    grid, block = ax.grid(n, dt), ax.BLOCK
+    a, b = 2.0, -0.5
+    entry[grid, block](x, y, out, a, b, n)
+    torch.testing.assert_close(out, a * x + b * y)
+
+    source = ax.program(dt).source("sm_90a")
+    ck = cupy.RawKernel(source, "axpby")
+    cx, cy, cout = cupy.asarray(x), cupy.asarray(y), cupy.asarray(out)
+    ca, cb, cn = np.float32(a), np.float32(b), np.int64(n)
+    out.fill_(float("nan"))
+    ck((grid,), (block,), (cx, cy, cout, ca, cb, cn))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, a * x + b * y)
+
+    loaded = entry.program._devices[0]
+    handle, packer = loaded.function("axpby", 0), entry.packer
+    packer.pack((x.data_ptr(), y.data_ptr(), out.data_ptr(), a, b, n))
+    fn = loaded.runtime.get_function(loaded.module, "axpby")
+    stream = torch.cuda.current_stream().cuda_stream
+    cu = cuda_driver._cu()
+    cu_stream = cu.CUstream(stream)
+    fast = cuda_driver.fast_launch()
+
+    def cupy_alloc():
+        o = cupy.empty_like(cx)
+        ck((grid,), (block,), (cx, cy, o, ca, cb, cn))
+
+    variants = {
+        "portable raw": lambda: entry[grid, block](x, y, out, a, b, n),
+        "portable axpby(out=)": lambda: ax.axpby(x, y, a, b, out=out),
+        "portable axpby()": lambda: ax.axpby(x, y, a, b),
+        "cupy raw": lambda: ck((grid,), (block,), (cx, cy, cout, ca, cb, cn)),
+        "cupy + alloc": cupy_alloc,
+        "binding launch": lambda: cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, cu_stream, packer.address, 0),
+        "ctypes launch": lambda: fast(handle, grid, 1, 1, block, 1, 1, 0, stream, packer.address, None),
+    }
+    times = {name: [] for name in variants}
+    for _ in range(3):                         # warm-up: every path built, loaded and cached
+        for f in variants.values():
+            f()
+    torch.cuda.synchronize()
+    for _ in range(args.rounds):
+        for name, f in variants.items():
+            t = time.perf_counter()
+            for _ in range(args.calls):
+                f()
+            times[name].append((time.perf_counter() - t) / args.calls * 1e6)
+            torch.cuda.synchronize()
+    med = {name: statistics.median(v) for name, v in times.items()}
+    rows = [f"launch overhead, axpby float32 n={n}, {torch.cuda.get_device_name(0)}, median of {args.rounds} rounds x {args.calls} calls",
+            f"{'variant':24s} {'us/call':>8s} {'spread':>14s} {'vs cupy':>8s}"]
+    for name, v in times.items():
+        peer = med["cupy + alloc"] if name == "portable axpby()" else med["cupy raw"]
+        rows.append(f"{name:24s} {med[name]:8.2f} {min(v):6.2f}-{max(v):6.2f} {med[name] / peer:8.2f}")
+    text = "\n".join(rows)
+    print(text)
+    if args.out:
+        (pathlib.Path(args.out) / "launch_overhead.txt").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
