@@ -77,28 +77,6 @@ def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_by
     return ctypes.string_at(tmap.getPtr(), 128)
 
 
-def handle(function) -> int:
-    """A function's raw CUfunction value, for fast_launch."""
-    return int(function)
-
-
-@functools.cache
-def fast_launch():
-    """cuLaunchKernel called straight through ctypes: (CUfunction, gx, gy, gz, bx, by, bz,
-    smem, stream, kernelParams, extra) as plain ints (extra None) -> error code. The binding's own wrapper
-    converts every argument to an object first (see bench/NOTES.md, launch overhead)."""
-    lib = ctypes.CDLL(_libcuda_name())
-    fn = lib.cuLaunchKernel
-    u32, ptr = ctypes.c_uint, ctypes.c_void_p
-    fn.argtypes = [ptr, u32, u32, u32, u32, u32, u32, u32, ptr, ptr, ptr]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-def _libcuda_name() -> str:
-    return "libcuda.so.1"
-
-
 # The launch call itself, for the hot path in portable.kernels.base.Launcher:
 # LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)
 EXTRA = 0
@@ -147,9 +125,4 @@ def stream_handle(raw: int):
 
 
 def raise_for(err, what: str) -> None:
-    if type(err) is int:            # fast_launch returns the plain code; the binding names it
-        try:
-            err = _cu().CUresult(err)
-        except (AttributeError, TypeError, ValueError):
-            pass
     _check((err,), what)

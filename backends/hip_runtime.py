@@ -5,7 +5,6 @@ torch.cuda.current_stream().cuda_stream, so the caller side is the same.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 
 from ..errors import LaunchError, ToolchainMissing
@@ -56,31 +55,6 @@ def get_function(module, kernel: str):
 def set_max_dynamic_smem(function, nbytes: int) -> None:
     """No call needed: AMD gives a kernel the whole LDS without an opt-in (mapping row
     mod.max_dynamic_smem_attr); the caller has already checked nbytes against the target."""
-
-
-def handle(function) -> int:
-    """A function's raw hipFunction_t value, for fast_launch."""
-    return int(function)
-
-
-@functools.cache
-def fast_launch():
-    """hipModuleLaunchKernel called straight through ctypes, the mirror of
-    cuda_driver.fast_launch: (hipFunction_t, gx, gy, gz, bx, by, bz, smem, stream,
-    kernelParams, extra) as plain ints (extra None) -> error code."""
-    for name in ("libamdhip64.so", "libamdhip64.so.7", "libamdhip64.so.6"):
-        try:
-            lib = ctypes.CDLL(name)
-            break
-        except OSError:
-            continue
-    else:
-        raise ToolchainMissing("the HIP runtime library (libamdhip64.so) was not found: is ROCm installed?")
-    fn = lib.hipModuleLaunchKernel
-    u32, ptr = ctypes.c_uint, ctypes.c_void_p
-    fn.argtypes = [ptr, u32, u32, u32, u32, u32, u32, u32, ptr, ptr, ptr]
-    fn.restype = ctypes.c_int
-    return fn
 
 
 # The launch call itself, for the hot path in portable.kernels.base.Launcher:

@@ -14,12 +14,15 @@ for step in "$@"; do
   case "$step" in
     tests)  python3 -m pytest -q -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15 ;;
     tests:*) python3 -m pytest -q -m gpu "tests/test_${step#tests:}_gpu.py" 2>&1 | tee "$OUT/pytest_${step#tests:}.log" | tail -15 ;;
+    pytest:*) files=${step#pytest:}; python3 -m pytest -q -m gpu ${files//,/ } 2>&1 | tee -a "$OUT/pytest_some.log" | tail -25 ;;   # pytest:FILE[,FILE...]
+    examples) python3 -m pytest -q -m gpu tests/test_example_*.py 2>&1 | tee "$OUT/pytest_examples.log" | tail -25 ;;
     bench:*) name=${step#bench:}; name=${name//,/-}    # no commas in the names of files that come back
             portable bench --kernels "${step#bench:}" --out "$OUT/$name.json" 2>"$OUT/bench_progress.log" | tee "$OUT/bench_$name.log" ;;
     alltests) python3 -m pytest -q tests 2>&1 | tee "$OUT/pytest_all.log" | tail -15 ;;
     check)  portable check 2>&1 | tee "$OUT/check.log" | tail -12 ;;
     calibrate) portable calibrate 2>&1 | tee "$OUT/calibrate.log" ;;
     results) portable bench --out "$OUT/h100.json" 2>"$OUT/bench_progress.log" | tee "$OUT/bench.log" ;;
+    *.py)   python3 "$step" 2>&1 | tee "$OUT/$(basename "$step" .py).log" | tail -40 ;;
     *)      python3 "bench/$step.py" --out "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 ;;
   esac
 done

@@ -11,8 +11,8 @@ variants take turns round by round and each reports its median round. Rows:
   portable axpby()      the face allocating its output (torch.empty_like)
   cupy raw              RawKernel((grid,), (block,), args) on preallocated CuPy views of the same memory
   cupy + alloc          cupy.empty_like, then the RawKernel
-  binding launch        cuLaunchKernel through cuda-python (what launches cost before ctypes)
-  ctypes launch         cuLaunchKernel through ctypes, as portable launches
+  binding launch        cuLaunchKernel through cuda-python with a kept CUstream, as portable launches
+  ctypes launch         cuLaunchKernel through ctypes (measured slower: bench/NOTES.md, launch overhead)
 The last two launch the same function with the same packed arguments, nothing else.
 """
 from __future__ import annotations
@@ -65,14 +65,17 @@ def main():
     torch.cuda.synchronize()
     torch.testing.assert_close(out, a * x + b * y)
 
-    loaded = entry.program._devices[0]
-    handle, packer = loaded.function("axpby", 0), entry.packer
+    import ctypes
+    packer = entry.packer
     packer.pack((x.data_ptr(), y.data_ptr(), out.data_ptr(), a, b, n))
-    fn = loaded.runtime.get_function(loaded.module, "axpby")
+    fn = entry._on[0].function
     stream = torch.cuda.current_stream().cuda_stream
     cu = cuda_driver._cu()
     cu_stream = cu.CUstream(stream)
-    fast = cuda_driver.fast_launch()
+    fast = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    u32, ptr = ctypes.c_uint, ctypes.c_void_p
+    fast.argtypes, fast.restype = [ptr, u32, u32, u32, u32, u32, u32, u32, ptr, ptr, ptr], ctypes.c_int
+    handle = int(fn)
 
     def cupy_alloc():
         o = cupy.empty_like(cx)

@@ -27,7 +27,8 @@ def dtype_name(value) -> str:
             if d.torch is value:
                 return d.name
         return str(value).replace("torch.", "")
-    aliases = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16"}
+    aliases = {"fp32": "float32", "f32": "float32", "bf16": "bfloat16", "fp16": "float16", "f16": "float16",
+               "half": "float16"}
     return aliases.get(value, value)
 
 

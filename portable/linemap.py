@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-_OPEN, _CLOSE = "\x1e", "\x1f"
+# private-use characters: not whitespace (| trim and str.strip keep them), no case (| upper)
+_OPEN, _CLOSE = "\ue000", "\ue001"
 _MARK = re.compile(f"{_OPEN}(\\d+)\\.(\\d+){_CLOSE}")
 _TAG = re.compile(r"\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}|\{#.*?#\}|\{%.*?%\}|\{\{.*?\}\}", re.S)
 

@@ -92,6 +92,7 @@ class Program:
             self.check_target(self.target)
         self._sources: dict[str, str] = {}
         self._entries: dict[str, Entry] = {}
+        self._single: Entry | None = None
         self._devices: dict[int, _Loaded] = {}
 
     def __repr__(self):
@@ -166,6 +167,8 @@ class Program:
             if name not in sigs:
                 raise InputError(f"entry: {self.origin.name} has no kernel {name!r}; expected one of {', '.join(sigs)}")
             e = self._entries[name] = Entry(self, sigs[name])
+            if name.isidentifier() and not hasattr(type(self), name):
+                setattr(self, name, e)          # later `prog.NAME` is a plain attribute read
         return e
 
     def __getattr__(self, name: str):
@@ -174,17 +177,20 @@ class Program:
         return self.entry(name)
 
     def __getitem__(self, config):
+        if self._single is not None:
+            return self._single[config]
         names = list(self.signatures())
         if len(names) != 1:
             raise InputError(f"{self.origin.name} has {len(names)} kernels ({', '.join(names)}): "
                              f"launch one by name, e.g. k.{names[0]}[grid, block](...)")
-        return self.entry(names[0])[config]
+        self._single = self.entry(names[0])
+        return self._single[config]
 
     def loaded(self, index: int) -> "_Loaded":
         """The binary loaded on GPU `index` (built on first use)."""
         found = device_target(index).name
         if self.target and self.target != found:
-            raise TargetError(f"target: this kernel was loaded for {self.target}, but the tensors are on cuda:{index}, "
+            raise TargetError(f"target: this kernel was built for {self.target}, but the tensors are on cuda:{index}, "
                               f"a {found} device")
         self.check_target(found)
         loaded = self._devices[index] = _Loaded(self, index, found)
@@ -192,29 +198,12 @@ class Program:
 
 
 class _Loaded:
-    """A program's module on one device: its functions, and the launch call of its runtime."""
+    """A program's module on one device."""
 
     def __init__(self, program: Program, index: int, target: str):
         self.index, self.target = index, get_target(target)
-        self.runtime = runtime = backends.runtime_for(target)
-        self.module = runtime.load(program.binary(target, purpose="run").code, index)
-        self.launch = runtime.fast_launch()
-        self.functions: dict[str, tuple] = {}       # entry -> (handle, function object, dynamic smem allowed)
-        self.check_device = torch.cuda.device_count() > 1
-
-    def function(self, name: str, smem: int):
-        handle, fn, allowed = self.functions.get(name) or (None, None, 0)
-        if fn is None:
-            fn = self.runtime.get_function(self.module, name)
-            handle, allowed = self.runtime.handle(fn), self.target.dynamic_smem_default
-        if smem > allowed:
-            if smem > self.target.smem_per_block:
-                raise InputError(f"smem: {smem} bytes of dynamic shared memory asked for {name}; {self.target.name} "
-                                 f"allows at most {self.target.smem_per_block} a block")
-            self.runtime.set_max_dynamic_smem(fn, smem)
-            allowed = smem
-        self.functions[name] = (handle, fn, allowed)
-        return handle
+        self.runtime = backends.runtime_for(target)
+        self.module = self.runtime.load(program.binary(target, purpose="run").code, index)
 
 
 _FLOAT_SLOTS = {"f32": 3.4028234663852886e38, "f64": math.inf, "f16": 65504.0, "bf16": 3.3895313892515355e38}
@@ -243,6 +232,7 @@ class Entry:
     def __init__(self, program: Program, signature: Signature):
         self.program, self.signature, self.name = program, signature, signature.entry
         self.packer = ParamPacker(signature.kinds)
+        self._on: dict[int, _OnDevice] = {}
         self._configs: dict = {}
         self._call = _make_call(self)
 
@@ -304,24 +294,57 @@ class Entry:
         self.launch(device, grid, block, smem, values)
 
     def launch(self, device: int, grid, block, smem, values) -> None:
-        program = self.program
-        loaded = program._devices.get(device) or program.loaded(device)
-        handle = loaded.function(self.name, smem)
+        st = self._on.get(device)
+        if st is None or smem > st.smem:
+            st = self._prepare(device, smem)
         packer = self.packer
         with packer.lock:
             packer.pack(values)
-            if loaded.check_device and current_device() != device:
+            raw = current_stream(device)
+            if raw != st.raw:
+                st.raw, st.stream = raw, st.runtime.stream_handle(raw)
+            if st.check_device and current_device() != device:
                 with torch.cuda.device(device):
-                    err = loaded.launch(handle, *grid, *block, smem, current_stream(device), packer.address, None)
+                    err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                  st.stream, packer.address, st.extra)[0]
             else:
-                err = loaded.launch(handle, *grid, *block, smem, current_stream(device), packer.address, None)
+                err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                              st.stream, packer.address, st.extra)[0]
         if err:
-            loaded.runtime.make_current(device)      # a thread torch has not used yet: bind its context, retry once
+            st.runtime.make_current(device)      # a thread torch has not used yet: bind its context, retry once
             with packer.lock:
                 packer.pack(values)
-                err = loaded.launch(handle, *grid, *block, smem, current_stream(device), packer.address, None)
+                err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                              st.stream, packer.address, st.extra)[0]
             if err:
-                loaded.runtime.raise_for(err, f"launch of {self.name} grid {grid} block {block} smem {smem} on cuda:{device}")
+                st.runtime.raise_for(err, f"launch of {self.name} grid {grid} block {block} smem {smem} on cuda:{device}")
+
+    def _prepare(self, device: int, smem: int) -> "_OnDevice":
+        """The entry's function on `device`, its dynamic shared memory raised to `smem` where needed."""
+        program = self.program
+        loaded = program._devices.get(device) or program.loaded(device)
+        st = self._on.get(device) or _OnDevice(loaded, loaded.runtime.get_function(loaded.module, self.name))
+        if smem > st.smem:
+            if smem > loaded.target.smem_per_block:
+                raise InputError(f"smem: {smem} bytes of dynamic shared memory asked for {self.name}; "
+                                 f"{loaded.target.name} allows at most {loaded.target.smem_per_block} a block")
+            loaded.runtime.set_max_dynamic_smem(st.function, smem)
+            st.smem = smem
+        self._on[device] = st
+        return st
+
+
+class _OnDevice:
+    """What a launch of one entry on one device reads: kept together so the hot path reads
+    attributes of one object."""
+    __slots__ = ("runtime", "function", "call", "extra", "smem", "raw", "stream", "check_device")
+
+    def __init__(self, loaded: "_Loaded", function):
+        self.runtime, self.function = loaded.runtime, function
+        self.call, self.extra = loaded.runtime.launch_function(), loaded.runtime.EXTRA
+        self.smem = loaded.target.dynamic_smem_default
+        self.raw, self.stream = None, None
+        self.check_device = torch.cuda.device_count() > 1
 
 
 def _as_tensor(v, label: str) -> torch.Tensor:
@@ -364,7 +387,7 @@ def _make_call(entry: Entry):
     sig = entry.signature
     n = len(sig.args)
     names = [f"a{i}" for i in range(n)]
-    env = {"slow": entry.slow_call, "launch": entry.launch, "torch": torch}
+    env = {"slow": entry.slow_call, "launch": entry.launch, "torch": torch, "inf": math.inf}
     conds, values = [], []
     first_ptr = next((i for i, a in enumerate(sig.args) if a.pointer), None)
     for i, a in enumerate(sig.args):
@@ -379,7 +402,8 @@ def _make_call(entry: Entry):
                 conds.append(f"{v}.get_device() == dev")
             values.append(f"{v}.data_ptr()")
         elif a.ctype.slot in ("f32", "f64"):
-            conds.append(f"type({v}) is float and -{_FLOAT_SLOTS[a.ctype.slot]!r} <= {v} <= {_FLOAT_SLOTS[a.ctype.slot]!r}")
+            bound = _FLOAT_SLOTS[a.ctype.slot]
+            conds.append(f"(type({v}) is float or type({v}) is int) and -{bound!r} <= {v} <= {bound!r}")
             values.append(v)
         elif a.ctype.slot in _INT_RANGES:
             lo, hi = _INT_RANGES[a.ctype.slot]

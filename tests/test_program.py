@@ -242,3 +242,10 @@ def test_the_cli_takes_files_wherever_it_takes_kernel_names(saxpy_file, capsys):
     assert "sm_120a" in capsys.readouterr().out
     assert main(["compile", str(saxpy_file), "-p", "block=100"]) == 2
     assert "block: expected one of [128, 256], got 100" in capsys.readouterr().err
+
+
+def test_line_marks_survive_string_filters():
+    """Marks are not whitespace: `| trim` and `| upper` on a macro's text leave no debris."""
+    src = portable.render("{% macro body() %}\n  int b = 2;\n{% endmacro %}\n"
+                          "{{ fn.kernel }} void k(int* y) {\n{{ body() | trim }}\n{{ 'x' | upper }}\n}", "sm_90a")
+    assert "int b = 2;\nX\n}" in src and "\ue000" not in src and "\ue001" not in src

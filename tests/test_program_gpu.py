@@ -69,7 +69,7 @@ def test_hip_source_refused_on_an_nvidia_gpu(tmp_path):
 
 def test_pinned_target_mismatch_is_named(saxpy):
     k = portable.load(saxpy, target="gfx942")
-    with pytest.raises(portable.TargetError, match=r"loaded for gfx942, but the tensors are on cuda:0, a sm_90a device"):
+    with pytest.raises(portable.TargetError, match=r"built for gfx942, but the tensors are on cuda:0, a sm_90a device"):
         k.saxpy[1, 256](_fresh(8), _fresh(8), 1.0, 8)
 
 

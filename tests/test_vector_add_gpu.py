@@ -61,7 +61,7 @@ def test_runs_on_torch_current_stream():
 def test_errors_before_launch_on_gpu():
     k = portable.load("vector_add")
     a = torch.randn(64, device="cuda")
-    with pytest.raises(portable.InputError, match=r"^b: expected a tensor on a GPU"):
+    with pytest.raises(portable.InputError, match=r"^vector_add: argument b .*: expected a tensor on a GPU"):
         k(a, torch.randn(64))
     with pytest.raises(portable.InputError, match=r"^a: expected a 16-byte aligned"):
         k(a[1:17], a[:16])                              # contiguous, but 4 bytes past an aligned start
