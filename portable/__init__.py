@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import difflib
 
+import torch
+
 from .dtypes import dtype_name
 from .errors import CompileError, InputError, LaunchError, PortableError, TargetError, ToolchainMissing
 from .kernels import KERNELS
 from .program import Entry, Program, load_program
 from .torch_op import custom_op
-from .targets import all_targets, get_target
+from .targets import Target, all_targets, get_target
 
-__all__ = ["load", "render", "kernels", "targets", "Program", "Entry", "custom_op", "CompileError", "InputError", "LaunchError",
+__all__ = ["load", "render", "kernels", "targets", "target_of", "Program", "Entry", "custom_op", "CompileError", "InputError", "LaunchError",
            "PortableError", "TargetError", "ToolchainMissing"]
 
 
@@ -27,6 +29,17 @@ def kernels() -> list[str]:
 
 def targets() -> list[str]:
     return list(all_targets())
+
+
+def target_of(device) -> "Target":
+    """The target of a GPU tensor's device, or of device index `device`: its name, vendor,
+    wave size and limits (mapping/targets.toml)."""
+    from .device import device_target
+    if isinstance(device, torch.Tensor):
+        if device.device.type != "cuda":
+            raise InputError(f"device: expected a GPU tensor or a device index, got a tensor on {device.device}")
+        device = device.device.index if device.device.index is not None else torch.cuda.current_device()
+    return device_target(device)
 
 
 def load(kernel, target: str | None = None, lang: str | None = None, options: dict | None = None, **params):

@@ -240,19 +240,24 @@ class Entry:
         return f"<portable kernel {self.signature}>"
 
     def __getitem__(self, config):
-        bound = self._configs.get(config)
-        if bound is None:
-            parts = config if isinstance(config, tuple) and len(config) in (2, 3) else None
-            if parts is None:
-                raise InputError(f"launch: expected kernel[grid, block] or kernel[grid, block, smem_bytes], got {config!r}")
-            smem = parts[2] if len(parts) == 3 else 0
-            if not isinstance(smem, int) or smem < 0:
-                raise InputError(f"smem: expected a non-negative int of dynamic shared-memory bytes, got {smem!r}")
-            limit = max(t.max_threads_per_block for t in all_targets().values())
-            bound = functools.partial(self._call, _dim3(parts[0], "grid"), _dim3(parts[1], "block", limit), smem)
+        try:
+            return self._configs[config]
+        except (KeyError, TypeError):      # new, or unhashable (a list): checked and bound below
+            pass
+        parts = config if isinstance(config, tuple) and len(config) in (2, 3) else None
+        if parts is None:
+            raise InputError(f"launch: expected kernel[grid, block] or kernel[grid, block, smem_bytes], got {config!r}")
+        smem = parts[2] if len(parts) == 3 else 0
+        if not isinstance(smem, int) or smem < 0:
+            raise InputError(f"smem: expected a non-negative int of dynamic shared-memory bytes, got {smem!r}")
+        limit = max(t.max_threads_per_block for t in all_targets().values())
+        bound = functools.partial(self._call, _dim3(parts[0], "grid"), _dim3(parts[1], "block", limit), smem)
+        try:
             if len(self._configs) > 1024:       # grids follow problem sizes: keep the table small
                 self._configs.clear()
             self._configs[config] = bound
+        except TypeError:                       # a list in the key: not kept
+            pass
         return bound
 
     def __call__(self, *args, grid, block, smem: int = 0):
@@ -387,7 +392,9 @@ def _make_call(entry: Entry):
     sig = entry.signature
     n = len(sig.args)
     names = [f"a{i}" for i in range(n)]
-    env = {"slow": entry.slow_call, "launch": entry.launch, "torch": torch, "inf": math.inf}
+    packer = entry.packer
+    env = {"slow": entry.slow_call, "launch": entry.launch, "torch": torch, "inf": math.inf, "on": entry._on,
+           "lock": packer.lock, "pack": packer.pack, "address": packer.address, "current_stream": current_stream}
     conds, values = [], []
     first_ptr = next((i for i, a in enumerate(sig.args) if a.pointer), None)
     for i, a in enumerate(sig.args):
@@ -429,7 +436,20 @@ def _make_call(entry: Entry):
         "        ok = False",
         "    if not ok:",
         "        return slow(grid, block, smem, args)",
-        "    launch(dev, grid, block, smem, values)",
+        # Entry.launch inlined for the common case (device prepared, one GPU, no error); it
+        # handles every other case, and a failed launch (nothing was queued) is retried there
+        "    st = on.get(dev)",
+        "    if st is None or smem > st.smem or st.check_device:",
+        "        return launch(dev, grid, block, smem, values)",
+        "    with lock:",
+        "        pack(values)",
+        "        raw = current_stream(dev)",
+        "        if raw != st.raw:",
+        "            st.raw, st.stream = raw, st.runtime.stream_handle(raw)",
+        "        err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,",
+        "                      st.stream, address, st.extra)[0]",
+        "    if err:",
+        "        launch(dev, grid, block, smem, values)",
     ]
     exec("\n".join(body), env)      # noqa: S102 - code written above from the parsed signature only
     return env["call"]

@@ -249,3 +249,17 @@ def test_line_marks_survive_string_filters():
     src = portable.render("{% macro body() %}\n  int b = 2;\n{% endmacro %}\n"
                           "{{ fn.kernel }} void k(int* y) {\n{{ body() | trim }}\n{{ 'x' | upper }}\n}", "sm_90a")
     assert "int b = 2;\nX\n}" in src and "\ue000" not in src and "\ue001" not in src
+
+
+def readme_template() -> str:
+    """The template of README's "Write your own kernel" section, as a user would copy it."""
+    readme = (__import__("pathlib").Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return readme[readme.index("## Write your own kernel"):].split("```")[1].lstrip("\n")
+
+
+def test_readme_kernel_compiles_for_every_target(tmp_path):
+    _compilers()
+    (tmp_path / "row_sum.j2").write_text(readme_template())
+    for dtype in ("float32", "bfloat16"):
+        k = portable.load(tmp_path / "row_sum.j2", dtype=dtype)
+        assert [r["spill_bytes"] for t in portable.targets() for r in k.reports(t)] == [0] * 5

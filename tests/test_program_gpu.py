@@ -142,3 +142,14 @@ def test_custom_op_under_torch_compile_matches_eager(saxpy):
     compiled = torch.compile(f, fullgraph=True)(x, y)
     torch.testing.assert_close(compiled, eager)
     torch.testing.assert_close(eager, (2.0 * x + y).relu() * 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_readme_kernel_runs(tmp_path, dtype):
+    from test_program import readme_template
+    (tmp_path / "row_sum.j2").write_text(readme_template())
+    k = portable.load(tmp_path / "row_sum.j2", dtype=dtype)
+    x = torch.randn(300, 1000, device="cuda", dtype=dtype)
+    out = torch.full((300,), float("nan"), device="cuda")
+    k[300, portable.target_of(x).wave](x, out, 1000)
+    torch.testing.assert_close(out, x.double().sum(1).float(), rtol=1e-4, atol=1e-3)
