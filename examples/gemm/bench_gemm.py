@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 
 import portable
-from portable.device import device_target
 
 _spec = importlib.util.spec_from_file_location("gemm_example", Path(__file__).with_name("gemm.py"))
 example = importlib.util.module_from_spec(_spec)
@@ -42,7 +41,7 @@ def median_us(fn, iters: int, warmup: int = 10) -> float:
 def template_launch(params: dict, a, b, out):
     """A launch of the template with `params` (the face's fixed tiling set aside)."""
     prog = portable.load(example.TEMPLATE, **params)
-    target = device_target(a.device.index or 0)
+    target = portable.target_of(a)
     m, n, k = a.shape[0], b.shape[0], a.shape[1]
     bm, bn = prog.params["BM"], prog.params["BN"]
     kernel = prog.gemm[(m // bm) * (n // bn), prog.params["WARPS"] * target.wave, example.smem_bytes(prog, target.name)]

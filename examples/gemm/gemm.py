@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 
 import portable
-from portable.device import device_target
 
 TEMPLATE = Path(__file__).with_name("gemm.j2")
 TILES = ((128, 256, 8), (128, 128, 8), (64, 64, 4))    # (BM, BN, warps), largest first
@@ -66,6 +65,6 @@ def gemm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, tile
     if m % bm or n % bn:
         raise portable.InputError(f"tile: ({bm}, {bn}) does not divide M={m}, N={n}")
     prog = kernel(bm, bn, warps, "float32" if out.dtype == torch.float32 else "bfloat16")
-    target = device_target(a.device.index if a.device.index is not None else torch.cuda.current_device())
+    target = portable.target_of(a)
     prog.gemm[(m // bm) * (n // bn), warps * target.wave, smem_bytes(prog, target.name)](a, b, out, m, n, k)
     return out
