@@ -4,6 +4,7 @@
 // Lane l holds row (A) or column (B) l % 16, K values 32 * (l / 16) .. + 31 of the 128-slab:
 // 16 bytes of fp4 (the operand's first four dwords; the other four are unused for fp4) and
 // exactly one 32-value MX block, so its scale byte is the block's own.
+
 #define MMA4_K 128
 typedef int mma_i32x8 __attribute__((ext_vector_type(8)));
 struct frag_a4 { mma_i32x8 x; int scale; };

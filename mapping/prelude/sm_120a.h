@@ -7,6 +7,7 @@
 //   B regs: column g bytes 4t.. and 16+4t...
 //   Scales (selectors byte-id 0, thread-id 0): lane t == 0 of each quad holds row g's two
 //   scales in bytes 0-1, t == 1 holds row g+8's; for B, t == 0 holds column g's two.
+
 #define MMA4_K 64
 struct frag_a4 { unsigned x[4]; unsigned scale; };
 struct frag_b4 { unsigned x[2]; unsigned scale; };
