@@ -222,28 +222,32 @@ def _dim3(value, what: str, limit: int | None = None) -> tuple[int, int, int]:
     return dims
 
 
-class Entry:
+class Entry(dict):
     """One kernel of a program, launched as `entry[grid, block](*args)` or `entry[grid, block, smem](*args)`.
 
     The arguments are checked against the entry's C signature before anything is launched:
     pointers take GPU tensors (or CuPy/DLPack arrays) of the element type, contiguous, on one
-    device; scalars take Python numbers that fit the declared type."""
+    device; scalars take Python numbers that fit the declared type.
+
+    It is a dict of launch configurations to bound launchers, so `entry[grid, block]` for a
+    configuration seen before is one lookup in C; a new one is checked by __missing__."""
 
     def __init__(self, program: Program, signature: Signature):
+        super().__init__()
         self.program, self.signature, self.name = program, signature, signature.entry
         self.packer = ParamPacker(signature.kinds)
         self._on: dict[int, _OnDevice] = {}
-        self._configs: dict = {}
         self._call = _make_call(self)
 
     def __repr__(self):
         return f"<portable kernel {self.signature}>"
 
-    def __getitem__(self, config):
-        try:
-            return self._configs[config]
-        except (KeyError, TypeError):      # new, or unhashable (a list): checked and bound below
-            pass
+    __hash__ = object.__hash__          # an entry is itself, not its table of configurations
+
+    def __eq__(self, other):
+        return self is other
+
+    def __missing__(self, config):
         parts = config if isinstance(config, tuple) and len(config) in (2, 3) else None
         if parts is None:
             raise InputError(f"launch: expected kernel[grid, block] or kernel[grid, block, smem_bytes], got {config!r}")
@@ -252,12 +256,9 @@ class Entry:
             raise InputError(f"smem: expected a non-negative int of dynamic shared-memory bytes, got {smem!r}")
         limit = max(t.max_threads_per_block for t in all_targets().values())
         bound = functools.partial(self._call, _dim3(parts[0], "grid"), _dim3(parts[1], "block", limit), smem)
-        try:
-            if len(self._configs) > 1024:       # grids follow problem sizes: keep the table small
-                self._configs.clear()
-            self._configs[config] = bound
-        except TypeError:                       # a list in the key: not kept
-            pass
+        if len(self) > 1024:            # grids follow problem sizes: keep the table small
+            self.clear()
+        self[config] = bound
         return bound
 
     def __call__(self, *args, grid, block, smem: int = 0):
