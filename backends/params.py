@@ -6,6 +6,7 @@ kernel serves every call; a lock keeps two host threads from packing into it at 
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 import threading
 
@@ -40,6 +41,8 @@ class ParamPacker:
         self._ptrs = (ctypes.c_void_p * max(1, len(kinds)))(*[base + o for o in offsets])
         self.address = ctypes.addressof(self._ptrs)
         self.lock = threading.Lock()
+        # pack_into(*values): the same as pack() as one C call (the launch hot path's)
+        self.pack_into = functools.partial(self._struct.pack_into, self._raw, self._shift)
 
     def pack(self, values) -> int:
         """Write `values` into the slots (call under self.lock); returns the void** address."""

@@ -13,6 +13,7 @@ variants take turns round by round and each reports its median round. Rows:
   cupy + alloc          cupy.empty_like, then the RawKernel
   binding launch        cuLaunchKernel through cuda-python with a kept CUstream, as portable launches
   ctypes launch         cuLaunchKernel through ctypes (measured slower: bench/NOTES.md, launch overhead)
+  ctypes, objects made once   the same without argtypes, the handles as ctypes objects made once
 The last two launch the same function with the same packed arguments, nothing else.
 """
 from __future__ import annotations
@@ -76,6 +77,9 @@ def main():
     u32, ptr = ctypes.c_uint, ctypes.c_void_p
     fast.argtypes, fast.restype = [ptr, u32, u32, u32, u32, u32, u32, u32, ptr, ptr, ptr], ctypes.c_int
     handle = int(fn)
+    bare = ctypes.CDLL("libcuda.so.1").cuLaunchKernel        # no argtypes: ctypes objects made once
+    bare.restype = ctypes.c_int
+    c_fn, c_stream, c_params = ctypes.c_void_p(handle), ctypes.c_void_p(stream), ctypes.c_void_p(packer.address)
 
     def cupy_alloc():
         o = cupy.empty_like(cx)
@@ -89,6 +93,7 @@ def main():
         "cupy + alloc": cupy_alloc,
         "binding launch": lambda: cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, cu_stream, packer.address, 0),
         "ctypes launch": lambda: fast(handle, grid, 1, 1, block, 1, 1, 0, stream, packer.address, None),
+        "ctypes, objects made once": lambda: bare(c_fn, grid, 1, 1, block, 1, 1, 0, c_stream, c_params, None),
     }
     times = {name: [] for name in variants}
     for _ in range(3):                         # warm-up: every path built, loaded and cached

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -236,6 +237,9 @@ class Entry(dict):
         super().__init__()
         self.program, self.signature, self.name = program, signature, signature.entry
         self.packer = ParamPacker(signature.kinds)
+        # one argument buffer a host thread, so no lock is taken: the launch API copies the
+        # arguments before it returns, and only the thread that packed a buffer launches from it
+        self._packers = {threading.get_ident(): self.packer}
         self._on: dict[int, _OnDevice] = {}
         self._call = _make_call(self)
 
@@ -255,7 +259,7 @@ class Entry(dict):
         if not isinstance(smem, int) or smem < 0:
             raise InputError(f"smem: expected a non-negative int of dynamic shared-memory bytes, got {smem!r}")
         limit = max(t.max_threads_per_block for t in all_targets().values())
-        bound = functools.partial(self._call, _dim3(parts[0], "grid"), _dim3(parts[1], "block", limit), smem)
+        bound = functools.partial(self._call, *_dim3(parts[0], "grid"), *_dim3(parts[1], "block", limit), smem)
         if len(self) > 1024:            # grids follow problem sizes: keep the table small
             self.clear()
         self[config] = bound
@@ -264,7 +268,7 @@ class Entry(dict):
     def __call__(self, *args, grid, block, smem: int = 0):
         return self[grid, block, smem](*args)
 
-    def slow_call(self, grid, block, smem, args):
+    def slow_call(self, gx, gy, gz, bx, by, bz, smem, args):
         """Every check with a named error, foreign arrays taken as tensors; then the launch."""
         sig = self.signature
         if len(args) != len(sig.args):
@@ -297,31 +301,26 @@ class Entry(dict):
                 raise InputError(f"{label}: expected a tensor on cuda:{device} like the tensors before it, got {t.device}")
         if device is None:
             device = torch.cuda.current_device()
-        self.launch(device, grid, block, smem, values)
+        self.launch(device, (gx, gy, gz), (bx, by, bz), smem, values)
 
     def launch(self, device: int, grid, block, smem, values) -> None:
         st = self._on.get(device)
         if st is None or smem > st.smem:
             st = self._prepare(device, smem)
-        packer = self.packer
-        with packer.lock:
-            packer.pack(values)
-            raw = current_stream(device)
-            if raw != st.raw:
-                st.raw, st.stream = raw, st.runtime.stream_handle(raw)
-            if st.check_device and current_device() != device:
-                with torch.cuda.device(device):
-                    err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                                  st.stream, packer.address, st.extra)[0]
-            else:
-                err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                              st.stream, packer.address, st.extra)[0]
+        packer = self._packers.get(threading.get_ident()) or self._packers.setdefault(
+            threading.get_ident(), ParamPacker(self.signature.kinds))
+        packer.pack(values)
+        raw = current_stream(device)
+        if raw != st.raw:
+            st.raw, st.stream = raw, st.runtime.stream_handle(raw)
+        if st.check_device and current_device() != device:
+            with torch.cuda.device(device):
+                err = st.call(st.function, *grid, *block, smem, st.stream, packer.address, st.extra)[0]
+        else:
+            err = st.call(st.function, *grid, *block, smem, st.stream, packer.address, st.extra)[0]
         if err:
             st.runtime.make_current(device)      # a thread torch has not used yet: bind its context, retry once
-            with packer.lock:
-                packer.pack(values)
-                err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                              st.stream, packer.address, st.extra)[0]
+            err = st.call(st.function, *grid, *block, smem, st.stream, packer.address, st.extra)[0]
             if err:
                 st.runtime.raise_for(err, f"launch of {self.name} grid {grid} block {block} smem {smem} on cuda:{device}")
 
@@ -393,9 +392,8 @@ def _make_call(entry: Entry):
     sig = entry.signature
     n = len(sig.args)
     names = [f"a{i}" for i in range(n)]
-    packer = entry.packer
     env = {"slow": entry.slow_call, "launch": entry.launch, "torch": torch, "inf": math.inf, "on": entry._on,
-           "lock": packer.lock, "pack": packer.pack, "address": packer.address, "current_stream": current_stream}
+           "packers": entry._packers, "thread": threading.get_ident, "current_stream": current_stream}
     conds, values = [], []
     first_ptr = next((i for i, a in enumerate(sig.args) if a.pointer), None)
     for i, a in enumerate(sig.args):
@@ -422,9 +420,9 @@ def _make_call(entry: Entry):
             values.append(v)
     dev = f"a{first_ptr}.get_device()" if first_ptr is not None else "-1"
     body = [
-        "def call(grid, block, smem, *args):",
+        "def call(gx, gy, gz, bx, by, bz, smem, *args):",
         f"    if len(args) != {n}:",
-        "        return slow(grid, block, smem, args)",
+        "        return slow(gx, gy, gz, bx, by, bz, smem, args)",
     ]
     if n:
         body.append(f"    {', '.join(names)}, = args")
@@ -436,21 +434,20 @@ def _make_call(entry: Entry):
         "    except (AttributeError, TypeError):",
         "        ok = False",
         "    if not ok:",
-        "        return slow(grid, block, smem, args)",
-        # Entry.launch inlined for the common case (device prepared, one GPU, no error); it
-        # handles every other case, and a failed launch (nothing was queued) is retried there
+        "        return slow(gx, gy, gz, bx, by, bz, smem, args)",
+        # Entry.launch inlined for the common case (device prepared, one GPU, this thread's
+        # buffer made, no error); it handles every other case, a failed launch (nothing was
+        # queued) retried there
         "    st = on.get(dev)",
-        "    if st is None or smem > st.smem or st.check_device:",
-        "        return launch(dev, grid, block, smem, values)",
-        "    with lock:",
-        "        pack(values)",
-        "        raw = current_stream(dev)",
-        "        if raw != st.raw:",
-        "            st.raw, st.stream = raw, st.runtime.stream_handle(raw)",
-        "        err = st.call(st.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,",
-        "                      st.stream, address, st.extra)[0]",
-        "    if err:",
-        "        launch(dev, grid, block, smem, values)",
+        "    p = packers.get(thread())",
+        "    if st is None or p is None or smem > st.smem or st.check_device:",
+        "        return launch(dev, (gx, gy, gz), (bx, by, bz), smem, values)",
+        "    p.pack_into(*values)",
+        "    raw = current_stream(dev)",
+        "    if raw != st.raw:",
+        "        st.raw, st.stream = raw, st.runtime.stream_handle(raw)",
+        "    if st.call(st.function, gx, gy, gz, bx, by, bz, smem, st.stream, p.address, st.extra)[0]:",
+        "        launch(dev, (gx, gy, gz), (bx, by, bz), smem, values)",
     ]
     exec("\n".join(body), env)      # noqa: S102 - code written above from the parsed signature only
     return env["call"]

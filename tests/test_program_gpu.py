@@ -153,3 +153,29 @@ def test_readme_kernel_runs(tmp_path, dtype):
     out = torch.full((300,), float("nan"), device="cuda")
     k[300, portable.target_of(x).wave](x, out, 1000)
     torch.testing.assert_close(out, x.double().sum(1).float(), rtol=1e-4, atol=1e-3)
+
+
+def test_threads_launch_one_entry_at_once(saxpy):
+    """Each host thread packs its own argument buffer: concurrent launches keep their arguments."""
+    import threading
+    k = portable.load(saxpy)
+    n = 1 << 16
+    pairs = [(_fresh(n), _fresh(n)) for _ in range(8)]
+    expected = [2.0 * x + y for x, y in pairs]
+    errors = []
+
+    def work(i):
+        try:
+            x, y = pairs[i]
+            k.saxpy[n // 256, 256](x, y, 2.0, n)
+            torch.cuda.synchronize()
+        except Exception as e:      # reported below, with the thread's index
+            errors.append((i, e))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for (x, y), ref in zip(pairs, expected):
+        torch.testing.assert_close(y, ref)

@@ -45,11 +45,13 @@ def axpby(x: torch.Tensor, y: torch.Tensor, a: float = 1.0, b: float = 1.0,
           out: torch.Tensor | None = None) -> torch.Tensor:
     """a*x + b*y in fp32, rounded once to x's dtype, into `out` (allocated like x when not
     given). x, y and out: contiguous GPU tensors of one shape and dtype."""
+    shape = x.shape
     if out is None:
-        out = torch.empty_like(x)
-    if y.shape != x.shape or out.shape != x.shape:
-        raise portable.InputError(f"axpby: expected y and out of x's shape {tuple(x.shape)}, "
-                                  f"got {tuple(y.shape)} and {tuple(out.shape)}")
+        out = torch.empty_like(x)           # x's shape by construction
+    elif out.shape != shape:
+        raise portable.InputError(f"out: expected x's shape {tuple(shape)}, got {tuple(out.shape)}")
+    if y.shape != shape:
+        raise portable.InputError(f"y: expected x's shape {tuple(shape)}, got {tuple(y.shape)}")
     k = _ENTRIES.get(x.dtype)
     if k is None:
         if x.dtype not in _PROGRAMS:
