@@ -11,13 +11,13 @@ import functools
 import re
 from dataclasses import dataclass
 
+from . import linemap
+
 BEGIN = "// @prelude-begin"
 END = "// @prelude-end"
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-# per-line annotations another pass puts in the text (\x1e ... \x1f): read as spaces here
-_ANNOTATION = re.compile(r"\x1e[^\x1f\n]*\x1f")
-_SKIP = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|" + _ANNOTATION.pattern, re.S)
+_SKIP = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
 # attribute-like words whose parenthesised argument is no part of a declaration's name
 _ATTRIBUTES = ("__attribute__", "__align__", "alignas", "__launch_bounds__", "__declspec", "__cluster_dims__")
 _TYPE_KEYS = ("struct", "class", "union", "enum")
@@ -114,12 +114,12 @@ def split(prelude: str) -> tuple[Piece, ...]:
 
 
 def _lines(text: str) -> list[str]:
-    """Lines with their breaks; only \n ends a line (str.splitlines also ends one at \x1e)."""
+    """Lines with their breaks; only \n ends a line (str.splitlines also ends one at \x1c-\x1e)."""
     return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
 def _text(line: str) -> str:
-    return _ANNOTATION.sub("", line).strip()
+    return linemap.strip(line)[0].strip()
 
 
 def _directive_end(code: list[str], i: int) -> int:
@@ -259,9 +259,10 @@ def _strip_attributes(code: str) -> str:
 
 
 def _code_only(text: str) -> str:
-    """`text` with comments, the insides of string and character literals and annotations
-    turned to spaces, line breaks kept, so brackets and names can be read off it."""
-    return _SKIP.sub(_blanked, text)
+    """`text` without the template line marks (portable/linemap.py; the prelude is pruned before
+    they are read) and with comments and the insides of string and character literals turned to
+    spaces, line breaks kept, so brackets and names can be read off it."""
+    return _SKIP.sub(_blanked, linemap.strip(text)[0])
 
 
 def _blanked(m: re.Match) -> str:

@@ -34,6 +34,7 @@ def test_vector_add_carries_no_matrix_fp8_or_tensor_map_helpers(target, dtype):
     assert not [name for name in prelude.identifiers(source) if HEAVY.fullmatch(name)]
     assert len(source.splitlines()) < 90
     assert "@prelude" not in source
+    assert "Target prelude for" not in source       # no heading of a file it uses nothing of
 
 
 # A user's template calling one helper: mma_load_a needs frag_a and mma_lane (and on NVIDIA
