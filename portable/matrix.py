@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import re
 import math
 from pathlib import Path
 
@@ -391,11 +392,28 @@ def render(frame: pd.DataFrame, fmt: str) -> str:
     return FORMATS[fmt](frame)
 
 
+def select(frame: pd.DataFrame, columns: str | None = None, rows: str | None = None) -> pd.DataFrame:
+    """The rows whose 'kernel shape params' matches the regular expression `rows`, and the
+    columns whose name contains `columns` (a short table for a page, from the same files)."""
+    if rows:
+        pattern = re.compile(rows)
+        keep = [pattern.search(" ".join(map(str, key))) is not None for key in frame.index]
+        frame = frame[keep]
+    if columns:
+        names = [c for c in dict.fromkeys(frame.columns.get_level_values("column")) if columns in c]
+        frame = frame[[c for c in frame.columns if c[0] in names]]
+    return frame
+
+
 # --- command line ----------------------------------------------------------------------------
 def _cmd(args) -> int:
     fmt = args.format or (Path(args.out).suffix.lstrip(".").replace("markdown", "md") if args.out else "md")
     try:
-        text = render(merge(args.results, keep=args.keep), fmt)
+        frame = merge(args.results, keep=args.keep)
+        attrs = dict(frame.attrs)
+        frame = select(frame, args.columns, args.rows)
+        frame.attrs.update(attrs)
+        text = render(frame, fmt)
     except ValueError as e:          # a bad file or format: one line naming it, not a traceback
         raise SystemExit(f"portable matrix: {e}") from None
     if args.out:
@@ -415,4 +433,6 @@ def add_cli(subparsers) -> None:
     p.add_argument("--keep", choices=KEEP_POLICIES, default="latest",
                    help="the same row (kernel, shape, params, device/target) in two files: the newest "
                         "file's row (default), or both: each file of a device/target in its own dated column")
+    p.add_argument("--rows", metavar="REGEX", help="only the rows whose 'kernel shape params' matches REGEX")
+    p.add_argument("--columns", metavar="TEXT", help="only the columns whose name contains TEXT (e.g. H100)")
     p.set_defaults(func=_cmd)

@@ -235,3 +235,13 @@ def test_command_line(tmp_path, capsys):
     bad.write_text(json.dumps({"schema": "other"}))
     with pytest.raises(SystemExit, match=r"portable matrix: .*bad\.json: result\.schema: expected"):
         main(["matrix", str(bad)])
+
+
+def test_rows_and_columns_can_be_selected_for_a_short_table(capsys):
+    """`--rows REGEX --columns TEXT`: the README's results table, from the committed files."""
+    from portable.cli import main
+    root = __import__("pathlib").Path(__file__).resolve().parents[1] / "bench" / "results"
+    assert main(["matrix", str(root / "h100.json"), str(root / "h100-mxfp4_moe.json"), "--columns", "H100",
+                 "--rows", r"vector_add n=2\^28"]) == 0
+    table = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| vector_add")]
+    assert len(table) == 2 and all(l.count("|") == 5 for l in table)

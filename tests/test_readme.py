@@ -9,44 +9,49 @@ import pytest
 from portable import readme_blocks
 from portable.readme_blocks import COMPILER_VERSION, blocks
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 TEXT = README.read_text()
-COMMAND_BLOCKS = [b for b in blocks(TEXT) if not b.is_file]
+# README and the pages it sends readers to: each page's blocks run in a scratch folder of its own
+PAGES = {path: path.read_text() for path in [README, *sorted((ROOT / "docs").rglob("*.md"))]}
+COMMAND_BLOCKS = [(path, b) for path, text in PAGES.items() for b in blocks(text) if not b.is_file]
 
 
-@pytest.fixture(scope="module")
-def readme_folder():
-    with readme_blocks.scratch(TEXT) as folder:
-        yield folder
-
-
-@pytest.mark.parametrize("block", COMMAND_BLOCKS, ids=lambda b: b.spec)
-def test_readme_block_is_the_commands_output(block, readme_folder):
-    fresh = readme_blocks.render_block(block)
+@pytest.mark.parametrize("path, block", COMMAND_BLOCKS, ids=lambda v: v.spec if hasattr(v, "spec") else v.name)
+def test_readme_block_is_the_commands_output(path, block):
+    with readme_blocks.scratch(PAGES[path]):
+        fresh = readme_blocks.render_block(block)
     if fresh == block.body:
         return
     made_with, here = sorted(set(COMPILER_VERSION.findall(block.body))), sorted(set(COMPILER_VERSION.findall(fresh)))
     if made_with != here:
         # a static report belongs to its compilers: compare it only under the ones it names
-        pytest.skip(f"the README's block was made with {', '.join(made_with)}; this machine has "
+        pytest.skip(f"the block was made with {', '.join(made_with)}; this machine has "
                     f"{', '.join(here) or 'none of them'}")
-    pytest.fail("README block differs from the command's output "
-                "(python -m portable.readme_blocks --write regenerates it):\n" + readme_blocks.diff(block, fresh))
+    pytest.fail(f"{path.name}: block differs from the command's output "
+                f"(python -m portable.readme_blocks --write {path.relative_to(ROOT)} regenerates it):\n"
+                + readme_blocks.diff(block, fresh))
 
 
-def test_every_block_of_command_output_is_marked():
+@pytest.mark.parametrize("path", list(PAGES), ids=lambda p: p.name)
+def test_every_block_of_command_output_is_marked(path):
     # a fenced block showing `$ portable ...` with no marker above it could drift unnoticed
-    marked = {b.start for b in blocks(TEXT)}
-    for m in re.finditer(r"^```[^\n]*\n(?=\$ portable )", TEXT, re.M):
-        assert m.end() in marked, f"README line {TEXT[:m.end()].count(chr(10))}: unmarked command output"
+    text = PAGES[path]
+    marked = {b.start for b in blocks(text)}
+    for m in re.finditer(r"^```[^\n]*\n(?=\$ portable )", text, re.M):
+        assert m.end() in marked, f"{path.name} line {text[:m.end()].count(chr(10))}: unmarked command output"
 
 
 def test_the_readme_marks_the_examples_it_promises():
-    specs = [b.spec for b in COMMAND_BLOCKS]
+    specs = [b.spec for _, b in COMMAND_BLOCKS]
     for wanted in ("compile vector_add", "ref __shfl_xor_sync", "ref hipModuleLaunchKernel"):
         assert wanted in specs
     assert any(s.startswith("audit row_sum.cu") for s in specs)
     assert any(b.is_file and b.spec == "row_sum.cu" for b in blocks(TEXT))
+
+
+def test_readme_stays_short():
+    assert len(TEXT.splitlines()) <= 300
 
 
 # ---------------------------------------------------------------- the mechanism itself
