@@ -65,6 +65,12 @@ def table_row(cuda: str) -> dict:
         raise KeyError(f"audit: no mapping-table row has cuda = {cuda!r}") from None
 
 
+def maybe_row(*cudas: str) -> dict | None:
+    """The first of these rows the table has, or None (a check then words its fix itself)."""
+    rows = _rows_by_cuda()
+    return next((rows[c] for c in cudas if c in rows), None)
+
+
 def _fix(row: dict) -> str:
     return f"{row['hip']}" + (f" -- {row['note']}" if row["note"] else "")
 
@@ -216,12 +222,22 @@ def _constants(code: str) -> dict[str, int]:
     return consts
 
 
+def _int_literal(text: str) -> int | str:
+    """A C integer literal's value: hex, octal (a leading 0) or decimal; a malformed one
+    (08) becomes a name that evaluates to nothing."""
+    if text[:2] in ("0x", "0X"):
+        return int(text, 16)
+    if len(text) > 1 and text[0] == "0":
+        return int(text, 8) if set(text) <= set("01234567") else "bad_literal"
+    return int(text)
+
+
 def evaluate(expr: str, consts: dict[str, int] | None = None) -> int | None:
     """The value of a small integer expression (literals, known constants, sizeof of a known
     type, + - * / % << >> and parentheses), or None when it cannot be known here."""
     consts = consts or {}
     expr = _SIZEOF.sub(lambda m: str(_TYPE_BYTES.get(" ".join(m.group(1).split()), "sizeof_unknown")), expr)
-    expr = _INT.sub(lambda m: str(int(m.group(1), 0)), expr)
+    expr = _INT.sub(lambda m: str(_int_literal(m.group(1))), expr)
     expr = re.sub(r"\(\s*(?:unsigned|int|size_t|long|long long|unsigned long long|uint32_t|uint64_t)\s*\)", "", expr)
     try:
         tree = ast.parse(expr.strip(), mode="eval")
@@ -250,6 +266,225 @@ def evaluate(expr: str, consts: dict[str, int] | None = None) -> int | None:
         return None
 
 
+# ---------------------------------------------------------------- what each target compiles
+
+# The macros each compiler defines (checked: clang 22 -x hip -dM -E for gfx942 defines __HIP__,
+# __HIPCC__, __HIP_DEVICE_COMPILE__, __AMDGCN__, __gfx942__ and none of __CUDA_ARCH__,
+# __CUDACC__, __CUDACC_VER_MAJOR__). HIP's headers add __HIP_PLATFORM_AMD__, and a PyTorch
+# extension built for ROCm gets USE_ROCM. Names in neither list are unknown: both branches of
+# a test on them stay live.
+_UNDEF = object()
+_NVCC_MACROS = {"__CUDACC__": 1, "__NVCC__": 1, "__CUDACC_VER_MAJOR__": 13, "__CUDACC_VER_MINOR__": 0,
+                "__HIP__": _UNDEF, "__HIPCC__": _UNDEF, "__HIP_PLATFORM_AMD__": _UNDEF, "__HIP_PLATFORM_HCC__": _UNDEF,
+                "__HIP_DEVICE_COMPILE__": _UNDEF, "USE_ROCM": _UNDEF, "__AMDGCN__": _UNDEF, "__HIPCC_RTC__": _UNDEF}
+_HIPCC_MACROS = {"__HIP__": 1, "__HIPCC__": 1, "__HIP_PLATFORM_AMD__": 1, "USE_ROCM": 1,
+                 "__CUDA_ARCH__": _UNDEF, "__CUDACC__": _UNDEF, "__NVCC__": _UNDEF, "__CUDACC_VER_MAJOR__": _UNDEF,
+                 "__CUDACC_VER_MINOR__": _UNDEF, "__CUDACC_RTC__": _UNDEF, "__HIP_PLATFORM_NVIDIA__": _UNDEF,
+                 "__HIP_PLATFORM_NVCC__": _UNDEF}
+# a condition that names the AMD side: its author already chose what AMD compiles
+_NAMES_AMD = re.compile(r"HIP|ROCM|ROCm|AMD|amdgcn|AMDGCN|__gfx\d")
+# the body of a branch that only stops the program or says "not here"
+_STUB_STATEMENT = re.compile(
+    r"\b\w*(?:assert|ASSERT|trap|brkpt|NOT_IMPLEMENTED|UNREACHABLE|unreachable|abort|printf|throw|THROW|fail|FAIL)\w*\b"
+    r"(?:\s*\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))?\s*;?|\breturn\s*(?:\{\s*\}|0|nullptr|false)?\s*;")
+
+
+def _macro_env(target: Target, device: bool) -> dict:
+    if target.vendor == "amd":
+        env = dict(_HIPCC_MACROS)
+        if device:
+            env.update({"__HIP_DEVICE_COMPILE__": 1, "__AMDGCN__": 1, f"__{target.name}__": 1,
+                        "__AMDGCN_WAVEFRONT_SIZE__": target.wave, "__AMDGCN_WAVEFRONT_SIZE": target.wave})
+        else:
+            env["__HIP_DEVICE_COMPILE__"] = _UNDEF
+        return env
+    env = dict(_NVCC_MACROS)
+    arch = re.match(r"sm_(\d+)", target.name)
+    env["__CUDA_ARCH__"] = int(arch.group(1)) * 10 if device and arch else _UNDEF
+    if device and arch and target.name.endswith("a"):
+        env[f"__CUDA_ARCH_FEAT_SM{arch.group(1)}_ALL"] = 1
+    return env
+
+
+def _and3(a, b):
+    return False if a is False or b is False else None if a is None or b is None else True
+
+
+def _or3(a, b):
+    return True if a is True or b is True else None if a is None or b is None else False
+
+
+def _not3(a):
+    return None if a is None else not a
+
+
+def _condition(expr: str, env: dict):
+    """A #if expression under `env`: True, False, or None when it rests on an unknown name."""
+    expr = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)", lambda m: f"__defined__{m.group(1) or m.group(2)}", expr)
+    expr = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", lambda m: str(_int_literal(m.group(1))), expr)
+    expr = expr.replace("&&", " and ").replace("||", " or ").replace("/", "//")
+    expr = re.sub(r"!(?!=)", " not ", expr)
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id.startswith("__defined__"):
+                v = env.get(node.id[len("__defined__"):])
+                return None if v is None else int(v is not _UNDEF)
+            if node.id in ("true", "false"):
+                return int(node.id == "true")
+            v = env.get(node.id)
+            return 0 if v is _UNDEF else v if isinstance(v, int) else None
+        if isinstance(node, ast.BoolOp):
+            vals = [truth(v) for v in node.values]
+            out = vals[0]
+            for v in vals[1:]:
+                out = _and3(out, v) if isinstance(node.op, ast.And) else _or3(out, v)
+            return None if out is None else int(out)
+        if isinstance(node, ast.UnaryOp):
+            v = value(node.operand)
+            if v is None:
+                return None
+            if isinstance(node.op, ast.Not):
+                return int(not v)
+            return -v if isinstance(node.op, ast.USub) else ~v if isinstance(node.op, ast.Invert) else v
+        if isinstance(node, ast.Compare):
+            left, out = value(node.left), True
+            for op, right in zip(node.ops, node.comparators):
+                r = value(right)
+                if left is None or r is None:
+                    return None
+                ops = {ast.Lt: int.__lt__, ast.LtE: int.__le__, ast.Gt: int.__gt__, ast.GtE: int.__ge__,
+                       ast.Eq: int.__eq__, ast.NotEq: int.__ne__}
+                if type(op) not in ops:
+                    return None
+                out, left = out and ops[type(op)](left, r), r
+            return int(out)
+        if isinstance(node, ast.BinOp):
+            a, b = value(node.left), value(node.right)
+            ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__,
+                   ast.Mod: int.__mod__, ast.LShift: int.__lshift__, ast.RShift: int.__rshift__,
+                   ast.BitAnd: int.__and__, ast.BitOr: int.__or__, ast.BitXor: int.__xor__}
+            if a is None or b is None or type(node.op) not in ops or (b == 0 and isinstance(node.op, (ast.FloorDiv, ast.Mod))):
+                return None
+            return ops[type(node.op)](a, b)
+        return None                          # function-like macros, __has_include, ternaries
+
+    def truth(node):
+        v = value(node)
+        return None if v is None else bool(v)
+    try:
+        return truth(tree.body)
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None
+
+
+@dataclass
+class _Branch:
+    line: int                 # the directive's line
+    cond: str                 # its condition text ('' for #else)
+    first: int                # first and last line of its body
+    last: int = 0
+    live: dict = None         # (target name, device) -> True / False / None
+    parent: dict = None       # the same for the lines around the group
+
+
+class Conditional:
+    """Which lines each target compiles, from the #if / #ifdef / #elif / #else / #endif of one
+    source evaluated per target, for the host pass and the device pass, with the macros the
+    file itself defines. A line is dead for a target only when every pass surely skips it."""
+
+    def __init__(self, code: str, targets: list[Target]):
+        self.worlds = [(t, device) for t in targets for device in (False, True)]
+        self.envs = {(t.name, d): _macro_env(t, d) for t, d in self.worlds}
+        # a macro this file defines is its own: undefined until the file defines it
+        for name in set(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", code, re.M)):
+            for env in self.envs.values():
+                env.setdefault(name, _UNDEF)
+        lines = code.split("\n")
+        self.dead: dict[int, frozenset] = {}      # line -> names of the targets that never compile it
+        self.groups: list[list[_Branch]] = []
+        stack: list[dict] = []                      # per open #if: parent, taken, current per world, branches
+        current = {(t.name, d): True for t, d in self.worlds}
+        directives = [(i, ln) for i, ln in enumerate(lines, start=1) if ln.lstrip().startswith("#")]
+        guard = self._include_guard(directives)
+        i = 0
+        while i < len(lines):
+            number, text = i + 1, lines[i]
+            full = text
+            while full.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                full = full.rstrip()[:-1] + " " + lines[i]
+            m = re.match(r"\s*#\s*(\w+)\s*(.*)", full)
+            dead_here = frozenset(n for n in {t.name for t, _ in self.worlds}
+                                  if all(current[(n, d)] is False for d in (False, True)))
+            if m:
+                word, rest = m.group(1), m.group(2).strip()
+                if word in ("if", "ifdef", "ifndef"):
+                    cond = rest if word == "if" else (f"defined({rest.split()[0]})" if word == "ifdef" else f"!defined({rest.split()[0]})") if rest else "0"
+                    values = {}
+                    for w, env in self.envs.items():
+                        values[w] = True if number == guard else _condition(cond, env)
+                    branch = _Branch(number, cond, number + 1, live={w: _and3(current[w], values[w]) for w in values},
+                                     parent=dict(current))
+                    stack.append({"parent": dict(current), "taken": values, "branches": [branch]})
+                    current = dict(branch.live)
+                elif word in ("elif", "else") and stack:
+                    top = stack[-1]
+                    top["branches"][-1].last = number - 1
+                    cond = rest if word == "elif" else ""
+                    live = {}
+                    for w, env in self.envs.items():
+                        c = _condition(cond, env) if word == "elif" else True
+                        live[w] = _and3(_and3(top["parent"][w], _not3(top["taken"][w])), c)
+                        top["taken"][w] = _or3(top["taken"][w], c)
+                    top["branches"].append(_Branch(number, cond, number + 1, live=live, parent=top["parent"]))
+                    current = live
+                elif word == "endif" and stack:
+                    top = stack.pop()
+                    top["branches"][-1].last = number - 1
+                    self.groups.append(top["branches"])
+                    current = top["parent"]
+                elif word in ("define", "undef"):
+                    name_m = re.match(r"(\w+)(\()?\s*(.*)", rest)
+                    if name_m:
+                        name = name_m.group(1)
+                        for w, env in self.envs.items():
+                            if current[w] is False:
+                                continue
+                            if current[w] is None:
+                                env.pop(name, None)              # maybe defined: unknown from here on
+                            elif word == "undef":
+                                env[name] = _UNDEF
+                            else:
+                                v = None if name_m.group(2) else evaluate(name_m.group(3) or "1")
+                                env[name] = v if v is not None else "defined"
+            for k in range(number, i + 2):
+                if dead_here:
+                    self.dead[k] = dead_here
+            i += 1
+
+    @staticmethod
+    def _include_guard(directives) -> int:
+        """The line of an include guard's #ifndef X (followed by #define X), which is taken."""
+        if len(directives) >= 2:
+            (n1, a), (_, b) = directives[0], directives[1]
+            m1 = re.match(r"\s*#\s*ifndef\s+(\w+)", a)
+            m2 = re.match(r"\s*#\s*define\s+(\w+)", b)
+            if m1 and m2 and m1.group(1) == m2.group(1):
+                return n1
+        return 0
+
+    def live_targets(self, line: int, targets) -> list:
+        dead = self.dead.get(line, frozenset())
+        return [t for t in targets if (t.name if isinstance(t, Target) else t) not in dead]
+
+
 # ---------------------------------------------------------------- the checks
 
 class Audit:
@@ -261,13 +496,17 @@ class Audit:
         self.amd = [t for t in targets if t.vendor == "amd"]
         self.findings: list[Finding] = []
         self.consts = _constants(source.code)
+        self.cond = Conditional(source.code, list(all_targets().values()))
+        # lanes or warps counted with warpSize somewhere in the file: then a hard-coded 32 next to
+        # it is a real disagreement, not a consistent 32-lane "virtual warp" (correct on wave64)
+        self.mixed = bool(re.search(r"\bwarpSize\b", source.code))
 
     def add(self, offset: int, length: int, severity: str, kind: str, message: str, targets,
             row: dict | None = None, fix: str = "") -> None:
-        names = tuple(t.name if isinstance(t, Target) else t for t in targets)
-        if not names:
-            return
         line, col = self.src.position(offset)
+        names = tuple(t.name if isinstance(t, Target) else t for t in self.cond.live_targets(line, targets))
+        if not names:
+            return              # inside #if branches that none of these targets compiles
         text = " ".join(self.src.text[offset:offset + length].split()) or self.src.line_text(line)
         if row is not None and not fix:
             fix = _fix(row)
@@ -276,11 +515,14 @@ class Audit:
 
     def run(self) -> list[Finding]:
         for check in (self.check_warp_arithmetic, self.check_warp_constants, self.check_shuffle_reductions,
-                      self.check_lane_masks, self.check_ballot_width, self.check_warp_sync_semantics,
-                      self.check_inline_asm, self.check_unavailable_names, self.check_static_shared,
+                      self.check_shuffle_width, self.check_lane_masks, self.check_ballot_width,
+                      self.check_warp_sync_semantics, self.check_cooperative_groups, self.check_inline_asm,
+                      self.check_unavailable_names, self.check_vendor_libraries, self.check_template_atoms,
+                      self.check_managed_memory, self.check_arch_guards, self.check_static_shared,
                       self.check_dynamic_shared, self.check_fp8_formats, self.check_launch_bounds):
             check()
-        return sorted(self.findings, key=lambda f: (f.line, f.column, f.kind))
+        unique = {(f.line, f.column, f.kind, f.message, f.targets): f for f in self.findings}
+        return sorted(unique.values(), key=lambda f: (f.line, f.column, f.kind))
 
     # -- warp / wavefront size ---------------------------------------------------------------
 
@@ -290,7 +532,18 @@ class Audit:
     _WARP_ARITH = re.compile(_THREADISH + r"\s*(?:/\s*32|>>\s*5)(?![\w.])")
     _WARP_SCALE = re.compile(r"\b\w*[Ww]arp\w*\s*(?:\*\s*32|<<\s*5)(?![\w.])|\b32\s*\*\s*\w*[Ww]arp\w*")
 
+    # a shared array sized per 32-lane warp: partial[1024 / 32], sums[BLOCK >> 5]
+    _SHARED_PER_WARP = re.compile(r"\b__shared__\b[^;{}]*\[\s*[\w\s*+()]*?(?:/\s*32|>>\s*5)\s*\]")
+
     def check_warp_arithmetic(self) -> None:
+        # Consistent 32-lane "virtual warps" (/32, %32, &31 and offset-16 reductions inside them)
+        # are correct on a 64-lane wave; the hazard is 32 used beside warpSize, which is 64 there.
+        if not self.mixed:
+            return
+        for m in self._SHARED_PER_WARP.finditer(self.src.code):
+            self.add(m.start(), len(m.group()), "warning", "warp-size",
+                     "shared array sized for 32-lane warps while warps are counted with warpSize elsewhere in the file",
+                     self.wave64, table_row("threadIdx.x >> 5 / threadIdx.x / 32 (warp index hard-coded)"))
         for m in self._LANE_ARITH.finditer(self.src.code):
             self.add(m.start(), len(m.group()), "warning", "warp-size",
                      "lane index computed for 32-lane warps; a wave has 64 lanes here",
@@ -307,28 +560,43 @@ class Audit:
     # names that say "warp size": WARP_SIZE, kWarpSize, warp_size, THREADS_PER_WARP, WARP
     _WARP_NAME = (r"(?:\w*(?:WARP|[Ww]arp)_?(?:SIZE|[Ss]ize|THREADS|[Tt]hreads|LANES|[Ll]anes)\w*"
                   r"|\w*(?:THREADS|[Tt]hreads|LANES|[Ll]anes)_?(?:PER|[Pp]er)_?(?:WARP|[Ww]arp)\w*|WARP|kWarp)")
-    _WARP_CONST = re.compile(r"#\s*define\s+" + _WARP_NAME + r"\s+\(?32\)?(?![\w.])"
-                             r"|\b" + _WARP_NAME + r"\s*=\s*32(?![\w.])")
+    _WARP_CONST = re.compile(r"#\s*define\s+" + _WARP_NAME + r"\s+\(?32[uUlL]*\)?(?![\w.])"
+                             r"|\b" + _WARP_NAME + r"\s*=\s*\(?32[uUlL]*\)?(?![\w.])")
 
     def check_warp_constants(self) -> None:
+        if not self.mixed:
+            return                  # a 32-lane group size used consistently is correct on wave64
         for m in self._WARP_CONST.finditer(self.src.code):
             self.add(m.start(), len(m.group()), "warning", "warp-size",
                      "warp size hard-coded as 32", self.wave64,
                      table_row("constexpr int WARP_SIZE = 32; / #define WARP_SIZE 32"))
 
     _HALVING_LOOP = re.compile(
-        r"\bfor\s*\(\s*(?:(?:const|unsigned|signed|int|auto|uint32_t|int32_t|size_t)\s+)*(?P<v>\w+)\s*=\s*16[uU]?\s*;"
-        r"\s*(?P=v)\s*(?:>|>=|!=)\s*[01][uU]?\s*;\s*(?:(?P=v)\s*(?:>>=\s*1|/=\s*2)|(?P=v)\s*=\s*(?P=v)\s*(?:/\s*2|>>\s*1))\s*\)")
+        r"\bfor\s*\(\s*(?:(?:const|unsigned|signed|int|auto|uint32_t|int32_t|size_t)\s+)*(?P<v>\w+)\s*=\s*(?P<start>[^;]+?)\s*;"
+        r"\s*(?P=v)\s*(?:>|>=|!=)\s*[01][uU]?\s*;\s*(?:(?P=v)\s*(?:>>=\s*1|/=\s*2)|(?P=v)\s*=\s*(?P=v)\s*(?:/\s*2|>>\s*1))\s*\)"
+        r"|\bfor\s*\(\s*(?:(?:const|unsigned|signed|int|auto|uint32_t|int32_t|size_t)\s+)*(?P<u>\w+)\s*=\s*1[uU]?\s*;"
+        r"\s*(?P=u)\s*(?:<\s*(?P<below>[^;]+?)|<=\s*(?P<upto>[^;]+?))\s*;\s*(?:(?P=u)\s*(?:<<=\s*1|\*=\s*2)|(?P=u)\s*=\s*(?P=u)\s*(?:\*\s*2|<<\s*1))\s*\)")
     _SHUFFLE = re.compile(r"\b__shfl(?:_xor|_down|_up)?(?:_sync)?\s*\(|\.shfl(?:_xor|_down|_up)?\s*\(")
 
+    def _largest_offset(self, m) -> int | None:
+        if m.group("start"):
+            return evaluate(m.group("start"), self.consts)
+        below, upto = m.group("below"), m.group("upto")
+        n = evaluate(below, self.consts) if below else evaluate(upto, self.consts)
+        return None if n is None else (n // 2 if below else n)
+
     def check_shuffle_reductions(self) -> None:
+        if not self.mixed:
+            return                  # offset-16 reductions inside consistent 32-lane groups are correct on wave64
         code = self.src.code
         for m in self._HALVING_LOOP.finditer(code):
+            if self._largest_offset(m) != 16:
+                continue
             rest = code[m.end():]
             body = rest[:_matching_brace(rest)] if rest.lstrip().startswith("{") else rest[:rest.find(";") + 1]
             if self._SHUFFLE.search(body):
                 self.add(m.start(), len(m.group()), "error", "shuffle-reduction",
-                         "shuffle reduction starts at offset 16: on a 64-lane wave lanes 0-31 and 32-63 are never combined",
+                         "shuffle reduction stops at offset 16 while lanes are counted with warpSize: on a 64-lane wave lanes 0-31 and 32-63 are never combined",
                          self.wave64, table_row("for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);"))
         # unrolled butterflies: an offset-16 shuffle with no offset-32 shuffle in the same function
         by_function: dict[int, list] = {}
@@ -347,14 +615,50 @@ class Audit:
                              "unrolled shuffle reduction starts at offset 16 (no offset-32 step)", self.wave64,
                              table_row("for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);"))
 
+    _LANE_GROUP_32 = re.compile(r"(?:%\s*32|&\s*(?:31|0[xX]1[fF])|/\s*32|>>\s*5)(?![\w.])")
+
+    def check_shuffle_width(self) -> None:
+        """A shuffle from a lane index with no width (so the whole wave) in a function that
+        groups lanes by 32: on a 64-lane wave, lanes 32-63 read from lanes 0-31."""
+        code = self.src.code
+        for m in re.finditer(r"\b(__shfl_sync|__shfl)\s*\(", code):
+            args, _ = _call_args(code, m.end() - 1)
+            lane_arg = 2 if m.group(1) == "__shfl_sync" else 1
+            if len(args) <= lane_arg:
+                continue
+            if len(args) > lane_arg + 1:
+                width = evaluate(args[lane_arg + 1][1], self.consts)
+                if width is not None and width <= 32:
+                    continue
+            fn = self.src.function_at(m.start())
+            body = code[fn:self._function_end(fn)] if fn >= 0 else ""
+            if not (self._LANE_GROUP_32.search(body) or re.search(r"\b__shfl_(?:xor|down)(?:_sync)?\s*\([^;]*,\s*16\s*\)", body)):
+                continue
+            self.add(m.start(), len(m.group(1)), "error", "warp-size",
+                     "shuffle from a lane index with no width while lanes are grouped by 32: on a 64-lane wave "
+                     "lanes 32-63 read lanes 0-31; pass width 32 (the fourth argument)",
+                     self.wave64, maybe_row("__shfl_sync"), fix="" if maybe_row("__shfl_sync") else "__shfl_sync(mask, v, lane, 32)")
+
+    def _function_end(self, start: int) -> int:
+        return start + _matching_brace(self.src.code[start:])
+
     _FULL_MASK = re.compile(r"\b0[xX][fF]{8}(?![0-9a-fA-F])[uUlL]*|~\s*0[uU]\b")
+
+    _MASK_DECL_32 = re.compile(r"^\s*(?:(?:static|const|constexpr|__device__|__constant__|inline)\s+)*"
+                               r"(?P<type>unsigned(?:\s+int)?|uint32_t|int|uint|unsigned\s+long)\s+(?P<name>\w+)\s*=\s*$")
 
     def check_lane_masks(self) -> None:
         code, row = self.src.code, table_row("0xffffffffu")
         message = "32-bit full lane mask: covers lanes 0-31 only, and HIP's *_sync functions reject a 32-bit mask"
         for m in self._FULL_MASK.finditer(code):
-            if re.search(r"_sync\s*\(|__syncwarp|__ballot|__activemask|[Mm][Aa][Ss][Kk]", _statement(code, m.start())):
-                self.add(m.start(), len(m.group()), "error", "lane-mask", message, self.wave64, row)
+            statement = _statement(code, m.start())
+            if re.search(r"_sync\s*\(|__syncwarp|__ballot|__activemask|[Mm][Aa][Ss][Kk]", statement):
+                decl = self._MASK_DECL_32.match(code[code.rfind("\n", 0, m.start()) + 1:m.start()])
+                fix = ""
+                if decl:        # the literal alone would be narrowed back to 32 bits by its 32-bit variable
+                    fix = (f"unsigned long long {decl.group('name')} = 0xffffffffffffffffull; -- the variable's type "
+                           f"'{decl.group('type')}' holds 32 bits: widen it, not only the literal")
+                self.add(m.start(), len(m.group()), "error", "lane-mask", message, self.wave64, row, fix=fix)
         # a named constant holding the 32-bit mask, passed as the mask of a *_sync call
         for m in re.finditer(r"\b(?:__\w+_sync|__syncwarp)\s*\(", code):
             args, _ = _call_args(code, m.end() - 1)
@@ -370,8 +674,9 @@ class Audit:
     def check_ballot_width(self) -> None:
         for m in self._BALLOT_32.finditer(self.src.code):
             uses_popc = m.group().lstrip().startswith(("__popc", "__ffs", "__clz", "__brev", "__fns"))
-            row = table_row("__popc") if uses_popc else \
-                table_row("unsigned mask = __ballot_sync(...) (32-bit ballot variable)")
+            row = table_row("unsigned mask = __ballot_sync(...) (32-bit ballot variable)")
+            if uses_popc:   # HIP has __popc / __ffs too: the hazard is the 32-bit count, not the name
+                row = maybe_row("__popcll(x)") or row
             self.add(m.start(), len(m.group()), "error", "ballot-width",
                      "ballot result held in 32 bits: lanes 32-63 of a 64-lane wave are lost", self.wave64, row)
 
@@ -395,15 +700,17 @@ class Audit:
             rows = [(p, table_row(cuda)) for p, cuda in PTX_FAMILIES if re.search(p, ptx)]
             first = rows[0][1] if rows else None
             message = "inline PTX does not compile for AMD targets"
-            if first is not None:
-                message += f"; it uses {first['cuda'].split(' (')[0]}"
+            if rows:
+                used = re.search(rows[0][0] + r"[\w.:%]*", ptx)
+                message += f"; it uses {used.group() if used else first['cuda'].split(' (')[0]}"
             self.add(m.start(), end - m.start(), "error", "inline-asm", message, self.amd, first,
                      fix="" if first else "replace it with a builtin or intrinsic: `portable ref <instruction>` lists them")
-            for _, row in rows:
+            for pattern, row in rows:
                 missing = [t for t in self.targets if t.vendor == "nvidia" and row[t.name] == "no"]
                 kind = "matrix-unavailable" if row["category"] == "matrix" else "unavailable-on-target"
+                used = re.search(pattern + r"[\w.:%]*", ptx)
                 self.add(m.start(), end - m.start(), "error", kind,
-                         f"{row['cuda'].split(' (')[0]} is not available on these targets", missing, row)
+                         f"{used.group() if used else row['cuda'].split(' (')[0]} is not available on these targets", missing, row)
 
     def check_unavailable_names(self) -> None:
         code = self.src.code
@@ -413,6 +720,153 @@ class Audit:
                     continue            # a feature test in #if / #ifdef is not a use
                 for severity, kind, message, targets, row in _name_verdicts(name, cuda_rows, hip_rows, self.targets):
                     self.add(m.start(), len(m.group()), severity, kind, message, targets, row)
+
+    # -- cooperative groups beyond what HIP has ---------------------------------------------------
+
+    def check_cooperative_groups(self) -> None:
+        code, code_str = self.src.code, self.src.code_str
+        aliases = {"cooperative_groups"} | set(re.findall(r"\bnamespace\s+(\w+)\s*=\s*(?:::)?cooperative_groups\b", code))
+        ns = "(?:" + "|".join(map(re.escape, sorted(aliases))) + ")"
+        reduce_fix = ("a shuffle reduction over the tile (tile.shfl_xor from tile.size() / 2), or hipCUB's WarpReduce"
+                      " -- HIP's cooperative groups have no reduce()/reduce.h")
+        for m in re.finditer(r"#\s*include\s*[<\"]cooperative_groups/(?:reduce|scan|memcpy_async)\.h[>\"]", code_str):
+            header = re.search(r"cooperative_groups/\w+\.h", m.group()).group()
+            self.add(m.start(), len(m.group()), "error", "no-hip-equivalent",
+                     f"<{header}> has no HIP counterpart", self.amd, fix=reduce_fix)
+        for m in re.finditer(rf"\b{ns}::(?:experimental::)?(reduce|inclusive_scan|exclusive_scan|memcpy_async|block_tile_memory)\b", code):
+            what = m.group(1)
+            fix = reduce_fix if what != "block_tile_memory" else \
+                "tiles of at most the wave size (64 on gfx942/gfx950), or shared memory for larger groups"
+            self.add(m.start(), len(m.group()), "error", "no-hip-equivalent",
+                     f"cooperative_groups::{what} has no HIP counterpart", self.amd, fix=fix)
+        row = maybe_row("cooperative_groups::tiled_partition<32>(block)")
+        for m in re.finditer(rf"\b(?:{ns}::)?(?:tiled_partition|thread_block_tile)\s*<\s*([^,>]+)", code):
+            n = evaluate(m.group(1), self.consts)
+            if n is None:
+                continue
+            over = [t for t in self.targets if n > t.wave and (t.vendor == "amd" or n > 32 and not re.search(
+                r"block_tile_memory", code))]
+            self.add(m.start(), len(m.group()), "error", "warp-size",
+                     f"a {n}-thread tile is larger than a wave: HIP's tiles go up to the wave size, and CUDA's "
+                     "tiles over 32 threads need block_tile_memory", over, row)
+
+    # -- vendor libraries and template libraries ---------------------------------------------
+
+    _LIBRARIES = (
+        # (include or name pattern, what, the AMD library, row)
+        (r"#\s*include\s*[<\"]mma\.h[>\"]|\bnvcuda::wmma\b|\bwmma::(?:fragment|load_matrix_sync|mma_sync|store_matrix_sync)\b",
+         "nvcuda::wmma", "rocWMMA (rocwmma::fragment / load_matrix_sync / mma_sync): a header library whose tiles follow wave64",
+         "nvcuda::wmma::fragment / wmma::load_matrix_sync / wmma::mma_sync (mma.h)"),
+        (r"#\s*include\s*[<\"](?:cutlass|cute)/[\w/.]+[>\"]", "CUTLASS / CuTe",
+         "Composable Kernel / CK Tile: CUTLASS and CuTe do not build for AMD", "CUTLASS / CuTe (templates)"),
+        (r"#\s*include\s*[<\"]cudnn(?:_\w+)?\.h[>\"]|\bcudnn[A-Z]\w*\b|\bcudnn_frontend::", "cuDNN",
+         "MIOpen (miopen* calls; its API differs from cuDNN's, and cudnn-frontend graphs have no counterpart)", ""),
+    )
+
+    def check_vendor_libraries(self) -> None:
+        """One finding per library a file uses: at its first include, or its first use."""
+        code, code_str = self.src.code, self.src.code_str
+        for pattern, what, fix, row_name in self._LIBRARIES:
+            first = [m for m in (re.search(pattern, code_str if "include" in pattern.split("|")[0] else code),
+                                 re.search(pattern, code)) if m]
+            hits = [m for m in re.finditer(pattern, code_str) if m.group().lstrip().startswith("#")] + \
+                [m for m in re.finditer(pattern, code) if not m.group().lstrip().startswith("#")]
+            live = [m for m in sorted(hits, key=lambda m: m.start())
+                    if self.cond.live_targets(self.src.position(m.start())[0], self.amd)]
+            if live:
+                m = live[0]
+                row = maybe_row(row_name) if row_name else None
+                self.add(m.start(), len(m.group()), "error", "vendor-library",
+                         f"{what} is NVIDIA-only; the AMD counterpart is another library", self.amd, row, fix=fix if not row else "")
+
+    # CuTe / CUTLASS atoms that name an instruction family a target lacks
+    _ATOMS = (
+        (r"\bSM90_\d+x\d+x\d+_\w+|\bGMMA::\w+|\bwarpgroup_(?:arrive|commit_batch|wait)\b|\bcutlass::arch::Sm90\b[^;]*OpClassTensorOp",
+         "wgmma (sm_90a warpgroup MMA)", "wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16"),
+        (r"\bSM100_MMA_\w+|\bUMMA::\w+|\bSM100_TMEM_\w+", "tcgen05 (sm_100a UMMA)", "tcgen05.mma.cta_group::1.kind::f16"),
+        (r"\bSM90_TMA_\w+|\bmake_tma_copy\b|\bmake_tma_atom\b|\bTmaDescriptor\b|\bcute::TMA::",
+         "TMA (the tensor copy engine)", "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes (TMA)"),
+    )
+
+    def check_template_atoms(self) -> None:
+        code = self.src.code
+        for pattern, what, cuda in self._ATOMS:
+            row = maybe_row(cuda)
+            if row is None:
+                continue
+            for m in re.finditer(pattern, code):
+                missing = [t for t in self.targets if row[t.name] == "no" or (t.vendor == "amd" and row["hip"].startswith("none"))]
+                kind = "matrix-unavailable" if row["category"] == "matrix" else "unavailable-on-target"
+                self.add(m.start(), len(m.group()), "error", kind,
+                         f"{m.group()} is {what}, which these targets lack", missing, row)
+
+    def check_managed_memory(self) -> None:
+        row = maybe_row("cudaMallocManaged")
+        if row is None:
+            return
+        # the targets the row's note names (gfx942 needs XNACK for page migration), else all AMD ones
+        named = [t for t in self.amd if t.name in row["note"]] or self.amd
+        for m in re.finditer(r"\b(?:cuda|hip)MallocManaged\b|\b__managed__\b", self.src.code):
+            self.add(m.start(), len(m.group()), "warning", "managed-memory",
+                     "managed memory migrates pages on demand only with XNACK enabled on this target", named, row)
+
+    # -- #if branches hipcc never takes ---------------------------------------------------
+
+    def _branch_text(self, branch) -> str:
+        start = self.src._line_starts[branch.first - 1] if branch.first - 1 < len(self.src._line_starts) else len(self.src.code)
+        end = self.src._line_starts[branch.last] if branch.last < len(self.src._line_starts) else len(self.src.code)
+        if branch.last < branch.first:
+            return ""
+        return "\n".join(ln for ln in self.src.code[start:end].split("\n") if not ln.lstrip().startswith("#"))
+
+    def _does_work(self, branch) -> bool:
+        """A branch body with code that computes something: not only directives, and not only
+        asm statements without outputs (fences, waits, hints: skipping them is harmless)."""
+        text = self._branch_text(branch)
+        for m in reversed(list(re.finditer(r"\b(?:asm|__asm__)\b\s*(?:volatile\b|__volatile__\b|\s)*\(", text))):
+            _, end = _call_args(text, m.end() - 1)
+            if not re.search(r"\"[=+]", self._asm_operands(text, m, end)):
+                text = text[:m.start()] + text[end:]
+        return bool(re.search(r"\w", re.sub(r"\s*;", "", text)))
+
+    def _asm_operands(self, text, m, end) -> str:
+        # the operand constraints live in string literals, which the blanked view lost: find the
+        # same statement in the view that keeps strings
+        where = self.src.code.find(text[m.start():end])
+        return self.src.code_str[where:where + end - m.start()] if where >= 0 else '"="'
+
+    def _is_stub(self, branch) -> bool:
+        start = self.src._line_starts[branch.first - 1] if branch.first <= len(self.src._line_starts) else 0
+        raw = self.src.code[start:self.src._line_starts[branch.last] if branch.last < len(self.src._line_starts) else len(self.src.code)]
+        if re.search(r"^\s*#\s*error\b", raw, re.M):
+            return True
+        return not re.search(r"\w", _STUB_STATEMENT.sub("", self._branch_text(branch)))
+
+    def check_arch_guards(self) -> None:
+        nvidia = [t.name for t in all_targets().values() if t.vendor == "nvidia"]
+        row = maybe_row("__CUDA_ARCH__ (900, 1000, 1200)")
+        for group in self.cond.groups:
+            for branch in group:
+                if not branch.cond or _NAMES_AMD.search(branch.cond):
+                    continue
+                if not any(branch.live[(n, True)] is True for n in nvidia):
+                    continue
+                hit = []
+                for t in self.amd:
+                    w = (t.name, True)
+                    if branch.parent[w] is False or branch.live[w] is not False:
+                        continue
+                    taken = [o for o in group if o is not branch and o.live[w] is not False]
+                    if taken and not all(self._is_stub(o) for o in taken):
+                        continue
+                    hit.append(t)
+                if hit and self._does_work(branch):
+                    offset = self.src._line_starts[branch.line - 1]
+                    fallback = "the branch hipcc takes only stops or asserts" if any(o is not branch for o in group) else "there is no #else"
+                    self.add(offset, len(self.src.line_text(branch.line)), "error", "arch-guard",
+                             f"#if {' '.join(branch.cond.split())[:80]} is false under hipcc (no __CUDA_ARCH__, no __CUDACC__), "
+                             f"so this code compiles to nothing on AMD and {fallback}", hit, row,
+                             fix="" if row else "test __HIP_DEVICE_COMPILE__ / __gfx942__ beside __CUDA_ARCH__, or give the #if an #else that works")
 
     # -- shared memory / LDS -------------------------------------------------------------------
 

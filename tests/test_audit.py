@@ -173,7 +173,9 @@ def test_cli_exit_status_follows_fail_on(capsys, tmp_path):
     assert status == 1 and f"{HAZARDS}:" in out and "fix:" in out
     assert run_audit([str(CLEAN)], capsys)[0] == 0
     warn_only = tmp_path / "warn.cu"
-    warn_only.write_text("__global__ void k(int* o) { o[0] = threadIdx.x & 31; }\n")
+    # a lane counted by 32 beside warps counted by warpSize: a warning (32 alone would be a
+    # consistent 32-lane group, correct on wave64, and not reported)
+    warn_only.write_text("__global__ void k(int* o) { o[threadIdx.x / warpSize] = threadIdx.x & 31; }\n")
     assert run_audit([str(warn_only)], capsys)[0] == 0                        # default: fail on error
     assert run_audit([str(warn_only), "--fail-on", "warning"], capsys)[0] == 1
     assert run_audit([str(warn_only), "--target", "sm_90a,sm_120a", "--fail-on", "info"], capsys)[0] == 0

@@ -11,7 +11,11 @@
 constexpr int kRows = 256;
 const unsigned FULL_MASK = 0xffffffffu;                                 // expect: lane-mask
 
-// ---- lane and warp arithmetic that assumes 32 lanes
+// ---- lane and warp arithmetic that assumes 32 lanes, in a file that also counts warps with
+// warpSize (64 on gfx942/gfx950): the two disagree there. (32-lane groups used consistently are
+// correct on a 64-lane wave: virtual_warps.cu.)
+__global__ void per_wave(float* out) { out[threadIdx.x / warpSize] = 0.0f; }
+
 __global__ void lane_math(float* out) {
     int lane = threadIdx.x & 31;                                        // expect: warp-size
     int warp = threadIdx.x / 32;                                        // expect: warp-size
