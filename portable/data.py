@@ -34,8 +34,16 @@ def load_toml(name: str) -> dict:
         return tomllib.load(f)
 
 
-TARGET_COLUMNS = ("sm_90a", "sm_100a", "sm_120a", "gfx942", "gfx950")
-TABLE_COLUMNS = ("key", "category", "cuda", "hip", "cuda_expr", "hip_expr", *TARGET_COLUMNS, "note", "source")
+def _target_names() -> tuple[str, ...]:
+    data = load_toml("targets.toml")
+    return tuple(n for n, row in data.items() if isinstance(row, dict) and ("vendor" in row or "like" in row))
+
+
+# The targets in targets.toml's order: the table's availability columns, read once from the data.
+TARGET_COLUMNS = _target_names()
+_LIKE = {n: load_toml("targets.toml")[n].get("like") for n in TARGET_COLUMNS}
+HEAD_COLUMNS = ("key", "category", "cuda", "hip", "cuda_expr", "hip_expr")
+TABLE_COLUMNS = (*HEAD_COLUMNS, *TARGET_COLUMNS, "note", "source")
 
 
 @functools.cache
@@ -45,12 +53,22 @@ def load_table() -> tuple[dict, ...]:
     for path in sorted((mapping_dir() / "cuda_hip").glob("*.csv")):
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
-            if tuple(reader.fieldnames or ()) != TABLE_COLUMNS:
-                raise ValueError(f"{path.name}: columns must be {TABLE_COLUMNS}, got {reader.fieldnames}")
+            fields = tuple(reader.fieldnames or ())
+            columns = tuple(c for c in fields if c in TARGET_COLUMNS)
+            if fields != (*HEAD_COLUMNS, *columns, "note", "source"):
+                raise ValueError(f"{path.name}: columns must be {HEAD_COLUMNS}, then targets of "
+                                 f"{TARGET_COLUMNS}, then note, source; got {reader.fieldnames}")
+            # a target the file has no column for takes the column of the target it is like
+            missing = {t: _LIKE[t] for t in TARGET_COLUMNS if t not in columns}
+            unfilled = [t for t, like in missing.items() if like not in columns]
+            if unfilled:
+                raise ValueError(f"{path.name}: no column for {', '.join(unfilled)} (nor for a target they are like)")
             for line, row in enumerate(reader, start=2):
                 if None in row:          # csv puts fields past the last column under None
                     raise ValueError(f"{path.name}:{line}: {len(row[None])} fields past the {TABLE_COLUMNS[-1]!r} "
                                      f"column (a field with commas must be quoted)")
+                for t, like in missing.items():
+                    row[t] = row[like]
                 row["file"] = f"{path.name}:{line}"
                 rows.append(row)
     return tuple(rows)

@@ -146,11 +146,11 @@ def format_table(found: pd.DataFrame, width: int | None = None) -> str:
     """A plain-text table with wrapped cells: category, CUDA, HIP, one column per target, note, row."""
     width = width or _width()
     heads = ("category", "CUDA", "HIP", *[t.replace("sm_", "") for t in TARGET_COLUMNS], "note", "row")
-    fixed = [13, 0, 0, 4, 4, 4, 6, 6, 0, 0]
-    fixed[9] = max([len("row")] + [len(f) for f in found["file"]])
+    fixed = [13, 0, 0, *[max(4, len(h)) for h in heads[3:-2]], 0, 0]     # a target column fits its name and "part"
+    fixed[-1] = max([len("row")] + [len(f) for f in found["file"]])
     rest = width - sum(fixed) - 2 * (len(heads) - 1)
     fixed[1] = fixed[2] = max(18, rest * 3 // 10)
-    fixed[8] = max(20, rest - fixed[1] - fixed[2])
+    fixed[-2] = max(20, rest - fixed[1] - fixed[2])
     lines = ["  ".join(h.ljust(w) for h, w in zip(heads, fixed)).rstrip(),
              "  ".join("-" * w for w in fixed)]
     for _, row in found.iterrows():

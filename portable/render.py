@@ -13,7 +13,7 @@ from .data import mapping_dir, templates_dir
 from . import dialect as dialect_module
 from .dialect import dialect_for
 from .errors import PortableError, TemplateError
-from .targets import get_target
+from .targets import get_target, like
 
 
 class _MarkingLoader(jinja2.FileSystemLoader):
@@ -61,8 +61,11 @@ def dialect_prelude(dialect: str) -> str:
 @functools.cache
 def target_prelude(target: str) -> str:
     """mapping/prelude/<target>.h, where a target has instructions its dialect's other targets
-    lack (block-scaled FP4 on sm_120a and gfx950, tcgen05 on sm_100a); empty otherwise."""
+    lack (block-scaled FP4 on sm_120a and gfx950, tcgen05 on sm_100a); a target with no file of
+    its own takes the one of the target it is `like`; empty otherwise."""
     path = mapping_dir() / "prelude" / f"{target}.h"
+    if not path.exists() and like(target):
+        path = mapping_dir() / "prelude" / f"{like(target)}.h"
     return path.read_text() if path.exists() else ""
 
 

@@ -1,10 +1,10 @@
-"""The five compile targets, read from mapping/targets.toml."""
+"""The compile targets, read from mapping/targets.toml (the one list every table and tool reads)."""
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
 
-from .data import load_toml
+from .data import TARGET_COLUMNS, load_toml
 from .errors import TargetError
 
 
@@ -30,14 +30,31 @@ class Target:
 
 @functools.cache
 def all_targets() -> dict[str, Target]:
-    data = load_toml("targets.toml")
     out = {}
-    for name, row in data.items():
-        if "vendor" not in row:          # instruction_classes, tiling: not targets
-            continue
+    for name, row in target_rows().items():
         out[name] = Target(name=name, vendor=row["vendor"], dialect=row["dialect"], wave=row["wave"],
                            limits=row, features=tuple(row.get("features", ())))
     return out
+
+
+@functools.cache
+def target_rows() -> dict[str, dict]:
+    """Each target's table from targets.toml, in file order; a target with `like = OTHER` takes
+    every fact it does not state from OTHER (a new chip of a known family is a few lines)."""
+    data = load_toml("targets.toml")
+    rows = {name: data[name] for name in TARGET_COLUMNS}
+    out = {}
+    for name, row in rows.items():
+        like = row.get("like")
+        if like is not None and (like not in rows or "like" in rows[like]):
+            raise TargetError(f"targets.toml [{name}]: like = {like!r} must name a target stated in full")
+        out[name] = {**rows[like], **row} if like else dict(row)
+    return out
+
+
+def like(name: str) -> str | None:
+    """The target whose facts `name` takes where it states none (targets.toml `like`)."""
+    return target_rows()[name].get("like")
 
 
 def get_target(name: str) -> Target:
@@ -59,8 +76,12 @@ def instruction_classes(vendor: str) -> dict[str, str]:
 
 
 def tiling(kernel: str, target: str) -> dict:
-    """Per-target tile sizes a kernel's template takes (targets.toml [tiling.KERNEL.TARGET])."""
-    return dict(load_toml("targets.toml").get("tiling", {}).get(kernel, {}).get(target, {}))
+    """Per-target tile sizes a kernel's template takes (targets.toml [tiling.KERNEL.TARGET]; a
+    target with none takes those of the target it is `like`)."""
+    table = load_toml("targets.toml").get("tiling", {}).get(kernel, {})
+    if target not in table and target in target_rows() and like(target):
+        target = like(target)
+    return dict(table.get(target, {}))
 
 
 def target_for_arch(arch: str) -> Target:

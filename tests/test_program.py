@@ -87,7 +87,7 @@ def test_raw_cuda_and_hip_sources_compile_for_their_vendor_only(tmp_path):
     cu = tmp_path / "scale.cu"
     cu.write_text(RAW_CUDA)
     k = portable.load(cu)
-    assert k.targets() == ["sm_90a", "sm_100a", "sm_120a"]
+    assert k.targets() == [t for t in portable.targets() if t.startswith("sm_")]
     assert k.report("sm_120a")["kernel"] == "scale"
     with pytest.raises(TargetError, match=r"scale.cu cannot be built for gfx942: a CUDA source compiles for NVIDIA targets"):
         k.source("gfx942")
@@ -233,7 +233,7 @@ def test_the_cli_takes_files_wherever_it_takes_kernel_names(saxpy_file, capsys):
     from portable.cli import main
     assert main(["compile", str(saxpy_file), "--target", "all", "-p", "block=128"]) == 0
     table = capsys.readouterr().out
-    assert all(t in table for t in portable.targets()) and table.count("warp_sum") == 5
+    assert all(t in table for t in portable.targets()) and table.count("warp_sum") == len(portable.targets())
     assert main(["compile", str(saxpy_file), "--params"]) == 0
     assert "unroll  1..4 (default 2)" in capsys.readouterr().out
     assert main(["render", str(saxpy_file), "--target", "gfx950"]) == 0
@@ -262,4 +262,4 @@ def test_readme_kernel_compiles_for_every_target(tmp_path):
     (tmp_path / "row_sum.j2").write_text(readme_template())
     for dtype in ("float32", "bfloat16"):
         k = portable.load(tmp_path / "row_sum.j2", dtype=dtype)
-        assert [r["spill_bytes"] for t in portable.targets() for r in k.reports(t)] == [0] * 5
+        assert [r["spill_bytes"] for t in portable.targets() for r in k.reports(t)] == [0] * len(portable.targets())
