@@ -384,6 +384,30 @@ def _condition(expr: str, env: dict):
         return None
 
 
+def _included_macros(path: Path | None, code_str: str, targets: list[Target], seen: frozenset = frozenset()) -> dict:
+    if path is None or len(seen) > 2:
+        return {}
+    out: dict = {}
+    for name in re.findall(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', code_str, re.M):
+        header = (path.parent / name)
+        if header in seen or not header.is_file():
+            continue
+        try:
+            envs = _header_envs(header.resolve(), tuple(targets), seen)
+        except (OSError, RecursionError):
+            continue
+        for w, env in envs.items():
+            out.setdefault(w, {}).update(env)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _header_envs(header: Path, targets: tuple, seen: frozenset) -> dict:
+    cond = Conditional.of_file(header, list(targets), seen)
+    own = set(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", cond.code, re.M))
+    return {w: {k: v for k, v in env.items() if k in own} for w, env in cond.envs.items()}
+
+
 @dataclass
 class _Branch:
     line: int                 # the directive's line
@@ -399,13 +423,17 @@ class Conditional:
     source evaluated per target, for the host pass and the device pass, with the macros the
     file itself defines. A line is dead for a target only when every pass surely skips it."""
 
-    def __init__(self, code: str, targets: list[Target]):
+    def __init__(self, code: str, targets: list[Target], seed: dict | None = None):
         self.worlds = [(t, device) for t in targets for device in (False, True)]
         self.envs = {(t.name, d): _macro_env(t, d) for t, d in self.worlds}
+        for w, env in (seed or {}).items():         # what the file's own headers defined
+            if w in self.envs:
+                self.envs[w].update(env)
         # a macro this file defines is its own: undefined until the file defines it
         for name in set(re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", code, re.M)):
             for env in self.envs.values():
                 env.setdefault(name, _UNDEF)
+        self.code = code
         lines = code.split("\n")
         self.dead: dict[int, frozenset] = {}      # line -> names of the targets that never compile it
         self.groups: list[list[_Branch]] = []
@@ -480,6 +508,14 @@ class Conditional:
                 return n1
         return 0
 
+    @classmethod
+    def of_file(cls, path: Path, targets: list[Target], seen: frozenset = frozenset()) -> "Conditional":
+        """The conditions of a file on disk, seeded with what its quoted includes (found beside
+        it, two levels deep) define: a feature macro set in a header decides this file's #ifdefs."""
+        text = path.read_text(errors="replace")
+        code = _blank(text)[0]
+        return cls(code, targets, seed=_included_macros(path, _blank(text)[1], targets, seen | {path}))
+
     def live_targets(self, line: int, targets) -> list:
         dead = self.dead.get(line, frozenset())
         return [t for t in targets if (t.name if isinstance(t, Target) else t) not in dead]
@@ -496,7 +532,10 @@ class Audit:
         self.amd = [t for t in targets if t.vendor == "amd"]
         self.findings: list[Finding] = []
         self.consts = _constants(source.code)
-        self.cond = Conditional(source.code, list(all_targets().values()))
+        every = list(all_targets().values())
+        path = Path(source.path)
+        seed = _included_macros(path, source.code_str, every, frozenset({path})) if path.is_file() else {}
+        self.cond = Conditional(source.code, every, seed=seed)
         # lanes or warps counted with warpSize somewhere in the file: then a hard-coded 32 next to
         # it is a real disagreement, not a consistent 32-lane "virtual warp" (correct on wave64)
         self.mixed = bool(re.search(r"\bwarpSize\b", source.code))
@@ -686,6 +725,8 @@ class Audit:
                      "__activemask is 64-bit on HIP and only a snapshot of converged lanes on CUDA",
                      self.wave64, table_row("__activemask()"))
         for m in re.finditer(r"\b__syncwarp\s*\(", self.src.code):
+            if re.match(r"\s*#\s*define\b", self.src.code_line(m.start())):
+                continue                # a HIP shim defining __syncwarp, not a use
             self.add(m.start(), len("__syncwarp"), "info", "warp-sync-semantics",
                      "__syncwarp: a wave already runs in lockstep on AMD; HIP's masked form needs a 64-bit mask",
                      self.wave64, table_row("__syncwarp(mask)"))
@@ -759,7 +800,7 @@ class Audit:
          "nvcuda::wmma::fragment / wmma::load_matrix_sync / wmma::mma_sync (mma.h)"),
         (r"#\s*include\s*[<\"](?:cutlass|cute)/[\w/.]+[>\"]", "CUTLASS / CuTe",
          "Composable Kernel / CK Tile: CUTLASS and CuTe do not build for AMD", "CUTLASS / CuTe (templates)"),
-        (r"#\s*include\s*[<\"]cudnn(?:_\w+)?\.h[>\"]|\bcudnn[A-Z]\w*\b|\bcudnn_frontend::", "cuDNN",
+        (r"#\s*include\s*[<\"]cudnn(?:_frontend|_version|_backend|_graph|_ops\w*|_adv\w*|_cnn\w*)?\.h[>\"]|\bcudnn[A-Z]\w*\b|\bcudnn_frontend::", "cuDNN",
          "MIOpen (miopen* calls; its API differs from cuDNN's, and cudnn-frontend graphs have no counterpart)", ""),
     )
 
@@ -827,7 +868,13 @@ class Audit:
             _, end = _call_args(text, m.end() - 1)
             if not re.search(r"\"[=+]", self._asm_operands(text, m, end)):
                 text = text[:m.start()] + text[end:]
+        text = self._HINTS.sub("", text)
+        text = re.sub(r"\bif\s*(?:constexpr\s*)?\((?:[^()]|\([^()]*\))*\)|\belse\b", "", text)
         return bool(re.search(r"\w", re.sub(r"\s*;", "", text)))
+
+    # calls whose absence changes no result: waits for programmatic dependent launch, sleeps, prefetches
+    _HINTS = re.compile(r"\b(?:cudaGridDependencySynchronize|cudaTriggerProgrammaticLaunchCompletion|__nanosleep"
+                        r"|__prefetch_global_\w+|prefetch_\w+)\s*\([^;]*\)\s*;")
 
     def _asm_operands(self, text, m, end) -> str:
         # the operand constraints live in string literals, which the blanked view lost: find the
@@ -840,7 +887,24 @@ class Audit:
         raw = self.src.code[start:self.src._line_starts[branch.last] if branch.last < len(self.src._line_starts) else len(self.src.code)]
         if re.search(r"^\s*#\s*error\b", raw, re.M):
             return True
-        return not re.search(r"\w", _STUB_STATEMENT.sub("", self._branch_text(branch)))
+        text = re.sub(r"\bif\s*(?:constexpr\s*)?\((?:[^()]|\([^()]*\))*\)|\belse\b", "", self._branch_text(branch))
+        return not re.search(r"\w", _STUB_STATEMENT.sub("", text))
+
+    def _defines_only_stubs(self, branch) -> bool:
+        """A file-scope branch whose function bodies all only stop or assert: the kernel exists
+        for hipcc, and does nothing."""
+        text = self._branch_text(branch)
+        bodies, depth, start = [], 0, 0
+        for k, ch in enumerate(text):
+            if ch == "{":
+                depth += 1
+                start = k + 1 if depth == 1 else start
+            elif ch == "}" and depth:
+                depth -= 1
+                if depth == 0:
+                    bodies.append(text[start:k])
+        strip = lambda t: _STUB_STATEMENT.sub("", re.sub(r"\bif\s*(?:constexpr\s*)?\((?:[^()]|\([^()]*\))*\)|\belse\b", "", t))
+        return bool(bodies) and not any(re.search(r"\w", strip(b)) for b in bodies)
 
     def check_arch_guards(self) -> None:
         nvidia = [t.name for t in all_targets().values() if t.vendor == "nvidia"]
@@ -849,15 +913,20 @@ class Audit:
             for branch in group:
                 if not branch.cond or _NAMES_AMD.search(branch.cond):
                     continue
-                if not any(branch.live[(n, True)] is True for n in nvidia):
+                if all(branch.live[(n, True)] is False for n in nvidia):
                     continue
                 hit = []
+                in_function = self.src.function_at(self.src._line_starts[branch.line - 1]) >= 0
                 for t in self.amd:
                     w = (t.name, True)
                     if branch.parent[w] is False or branch.live[w] is not False:
                         continue
                     taken = [o for o in group if o is not branch and o.live[w] is not False]
-                    if taken and not all(self._is_stub(o) for o in taken):
+                    if in_function and taken and not all(self._is_stub(o) for o in taken):
+                        continue
+                    # around whole definitions: with no #else, callers fail to compile (loud); an
+                    # #else that defines the same kernel with an assert for a body is silent
+                    if not in_function and not (taken and all(self._defines_only_stubs(o) for o in taken)):
                         continue
                     hit.append(t)
                 if hit and self._does_work(branch):
@@ -957,7 +1026,8 @@ class Audit:
             self.add(m.start(), len(m.group()) - 1, "error", "launch-bounds",
                      f"{threads} threads per block is over the limit of {min([t.max_threads_per_block for t in too_many] or [0])}",
                      too_many, table_row("__launch_bounds__(N) with N > 1024"))
-            if len(args) >= 2:
+            blocks = evaluate(args[1][1], self.consts) if len(args) >= 2 else None
+            if blocks is not None and blocks > 1:      # 1 (or unknown) asks nothing either vendor would act on
                 self.add(args[1][0], len(args[1][1]), "warning", "launch-bounds",
                          "second argument means minimum waves per execution unit on AMD, not blocks per SM",
                          self.amd, table_row("__launch_bounds__(maxThreads, minBlocksPerSM) second argument"))
