@@ -568,7 +568,7 @@ class Audit:
     # an expression that is a thread or lane index: threadIdx.x, tid, lane_id, idx, ...
     _THREADISH = r"(?:threadIdx\s*\.\s*[xyz]|\b\w*(?:tid|Tid|TID|lane|Lane|LANE|thread|Thread|THREAD|idx|Idx|IDX)\w*)"
     _LANE_ARITH = re.compile(_THREADISH + r"\s*(?:&\s*(?:31|0[xX]1[fF])|%\s*32)(?![\w.])")
-    _WARP_ARITH = re.compile(_THREADISH + r"\s*(?:/\s*32|>>\s*5)(?![\w.])")
+    _WARP_ARITH = re.compile(r"(?:" + _THREADISH + r"|\bblockDim\s*\.\s*[xyz])\s*(?:/\s*32|>>\s*5)(?![\w.])")
     _WARP_SCALE = re.compile(r"\b\w*[Ww]arp\w*\s*(?:\*\s*32|<<\s*5)(?![\w.])|\b32\s*\*\s*\w*[Ww]arp\w*")
 
     # a shared array sized per 32-lane warp: partial[1024 / 32], sums[BLOCK >> 5]
@@ -755,6 +755,17 @@ class Audit:
 
     def check_unavailable_names(self) -> None:
         code = self.src.code
+        # the texture family (one row speaks for tex1D/2D/3D, their Lod/Grad forms and surfaces)
+        tex = maybe_row("tex1Dfetch / tex2D (cudaTextureObject_t)")
+        if tex is not None:
+            for m in re.finditer(r"\b(?:tex[123]D\w*|tex1Dfetch|texCubemap\w*|surf[123]D\w*)(?=\s*[<(])", code):
+                if m.group() != "tex1Dfetch":          # the name index has tex1Dfetch itself
+                    self.add(m.start(), len(m.group()), "error", "unavailable-on-target",
+                             f"{m.group()} reads a texture: these targets have no image support", [t for t in self.targets if tex[t.name] == "no"], tex)
+        # cache-hinted stores HIP does not declare (its __builtin_nontemporal_store takes the value first)
+        for m in re.finditer(r"\b__stcs\s*\(", code):
+            self.add(m.start(), len("__stcs"), "error", "no-hip-equivalent", "__stcs has no HIP declaration",
+                     self.amd, maybe_row("__stcs"), fix="" if maybe_row("__stcs") else "__builtin_nontemporal_store(v, p)")
         for name, (pattern, cuda_rows, hip_rows) in _name_index().items():
             for m in pattern.finditer(code):
                 if self.src.code_line(m.start()).lstrip().startswith("#"):
