@@ -15,7 +15,7 @@ import torch
 
 import portable
 from portable.bench import sweep_table
-from portable.refs.mla import make_mla_inputs, mla_reference
+from portable.kernels.mla_decode.reference import make_mla_inputs, mla_reference
 from portable.timing import time_gpu
 
 ALL = ("bf16", "fp8", "mxfp4")

@@ -14,7 +14,7 @@ import importlib.util
 
 import torch
 
-from .refs.mla import D_QK, D_V
+from .kernels.mla_decode.reference import D_QK, D_V
 
 WORKSPACE_BYTES = 128 << 20         # FlashInfer's recommended float workspace for split-KV
 

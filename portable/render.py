@@ -16,6 +16,9 @@ from .errors import PortableError, TemplateError
 from .targets import get_target, like
 
 
+_KERNELS = (Path(__file__).resolve().parent / "kernels")     # the built-in kernels' own templates
+
+
 class _MarkingLoader(jinja2.FileSystemLoader):
     """Finds templates on a search path and marks each text line with its file and line
     (portable.linemap), so errors in rendered source point back into the template."""
@@ -28,8 +31,8 @@ class _MarkingLoader(jinja2.FileSystemLoader):
 def display_name(filename: str) -> str:
     """A template's name as messages show it: relative to the working directory when under
     it, else as given (a built-in's path inside the package)."""
-    path = Path(filename)
-    if path.resolve().parent == templates_dir().resolve():
+    path = Path(filename).resolve()
+    if path.parent == templates_dir().resolve() or _KERNELS in path.parents:
         return f"{path.name} (built-in)"
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .data import TARGET_COLUMNS, load_toml
 from .errors import TargetError
@@ -76,9 +78,14 @@ def instruction_classes(vendor: str) -> dict[str, str]:
 
 
 def tiling(kernel: str, target: str) -> dict:
-    """Per-target tile sizes a kernel's template takes (targets.toml [tiling.KERNEL.TARGET]; a
-    target with none takes those of the target it is `like`)."""
-    table = load_toml("targets.toml").get("tiling", {}).get(kernel, {})
+    """A kernel's tuning for a target: its package's tuning.toml (targets.toml [tiling.KERNEL]
+    for a kernel not yet moved there); a target with none takes the target it is `like`."""
+    own = Path(__file__).resolve().parent / "kernels" / kernel / "tuning.toml"
+    if own.exists():
+        with open(own, "rb") as f:
+            table = tomllib.load(f)
+    else:
+        table = load_toml("targets.toml").get("tiling", {}).get(kernel, {})
     if target not in table and target in target_rows() and like(target):
         target = like(target)
     return dict(table.get(target, {}))

@@ -144,6 +144,8 @@ def _api_calls(path: Path, prefix: str) -> set[str]:
 
 # CUDA calls whose HIP counterpart is deliberately not called, and why.
 NOT_MIRRORED = {
+    "cuGetErrorString": "the HIP backend reads the text with hipGetErrorString; hipDrvGetErrorString is the "
+                        "signature-for-signature port the table gives",
     "cuDeviceGet": "HIP binds a device to the thread (hipSetDevice), no context to look up",
     "cuDevicePrimaryCtxRetain": "same: no primary-context handle in HIP",
     "cuFuncSetAttribute": "AMD gives a kernel the whole LDS without an opt-in",

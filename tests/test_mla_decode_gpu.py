@@ -6,7 +6,7 @@ import torch
 import portable
 from portable.device import device_target
 from portable.kernels.mla_decode import compare
-from portable.refs.mla import make_mla_inputs, mla_reference
+from portable.kernels.mla_decode.reference import make_mla_inputs, mla_reference
 from portable.timing import capture
 
 from conftest import refill

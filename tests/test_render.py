@@ -37,8 +37,12 @@ def test_table_gives_vendor_only_spellings():
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+KERNELS = Path(portable.__file__).resolve().parent / "kernels"
+
+
 @pytest.mark.parametrize("path", sorted([p for p in templates_dir().rglob("*") if p.is_file()]
-                                        + list(EXAMPLES.rglob("*.j2"))), ids=lambda p: p.name)
+                                        + list(KERNELS.rglob("*.j2")) + list(EXAMPLES.rglob("*.j2"))),
+                         ids=lambda p: p.name)
 def test_templates_spell_no_vendor(path: Path):
     assert vendor_tokens_in(path.read_text()) == []
 
@@ -86,7 +90,8 @@ def test_parameter_error_names_parameter_and_choices():
 def test_missing_template_variable_fails_loudly():
     """A name the template needs and nobody gave fails at the template's own line."""
     with pytest.raises(portable.errors.TemplateError, match=r"^vector_add.j2 \(built-in\):\d+: .*'block' is undefined"):
-        render_template("vector_add.j2", "sm_90a", {"dtype": "float32"})
+        render_template("vector_add.j2", "sm_90a", {"dtype": "float32"},
+                        search=portable.load("vector_add").program.origin.search)
 
 
 @pytest.mark.parametrize("target", portable.targets())

@@ -1,6 +1,9 @@
 """What every kernel's Python face shares: parameters, render, build, report, launch."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 
 from .. import backends
@@ -117,7 +120,7 @@ class Kernel:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.TEMPLATE:
-            cls.ORIGIN = _builtin_origin(cls.TEMPLATE, cls.__dict__.get("PARAMS"))
+            cls.ORIGIN = _builtin_origin(cls, cls.__dict__.get("PARAMS"))
             cls.PARAMS = cls.ORIGIN.declaration.params
 
     def __init__(self, target: str | None = None, **params):
@@ -178,14 +181,17 @@ class Kernel:
         return launcher
 
 
-def _builtin_origin(template: str, params: dict | None) -> Origin:
-    """A built-in template as a Program origin; a class that still declares PARAMS in Python
-    (not yet in its template) passes them here."""
-    path = templates_dir() / template
-    declaration = declare.parse(path.read_text(), template)
+def _builtin_origin(cls, params: dict | None) -> Origin:
+    """A built-in kernel's template as a Program origin, looked up in the kernel's own package
+    folder first (then among the shared templates, for the prelude); a class that still
+    declares PARAMS in Python (not yet in its template) passes them here."""
+    folder = Path(sys.modules[cls.__module__].__file__).resolve().parent
+    search = (str(folder),) if folder != Path(__file__).resolve().parent else ()
+    path = next(p for p in (*(Path(d) / cls.TEMPLATE for d in search), templates_dir() / cls.TEMPLATE) if p.exists())
+    declaration = declare.parse(path.read_text(), cls.TEMPLATE)
     if params is not None:
         declaration = declare.Declaration(params=params)
-    return Origin(template, "template", template=template, declaration=declaration)
+    return Origin(cls.TEMPLATE, "template", template=cls.TEMPLATE, search=search, declaration=declaration)
 
 
 class _KernelProgram(Program):

@@ -3,7 +3,7 @@
 The references are the contract a kernel is checked against (fp32, written for clarity);
 the peers are what a user would write in plain torch, timed beside the kernels.
 """
-from .mla import (dequantize_kv, make_mla_inputs, mla_cost, mla_reference, mla_torch_bf16,
+from ..kernels.mla_decode.reference import (dequantize_kv, make_mla_inputs, mla_cost, mla_reference, mla_torch_bf16,
                   page_kv)
 from .moe import make_moe_inputs, moe_cost, moe_reference, moe_torch_bf16
 

@@ -20,8 +20,8 @@ import math
 
 import torch
 
-from ..errors import InputError
-from ..formats import MX_BLOCK, dequantize_fp8, dequantize_mxfp4, quantize_fp8_e4m3, quantize_mxfp4
+from ...errors import InputError
+from ...formats import MX_BLOCK, dequantize_fp8, dequantize_mxfp4, quantize_fp8_e4m3, quantize_mxfp4
 
 D_QK = 576      # 512 latent + 64 rope
 D_V = 512

@@ -1,4 +1,4 @@
-"""mla_decode: DeepSeek MLA decode over a bf16, fp8 or MXFP4 latent cache (templates/mla_decode.j2).
+"""mla_decode: DeepSeek MLA decode over a bf16, fp8 or MXFP4 latent cache (mla_decode.j2 beside this file).
 
     mla = portable.load("mla_decode", kv_format="fp8")
     plan = mla.plan(qo_indptr, kv_indptr, heads=16)          # once per batch layout
@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..device import device_target
-from ..dtypes import bf16_half_ulp
-from ..errors import InputError
-from .. import peers
-from ..params import Choice
-from ..refs import mla as ref
-from ..targets import get_target, tiling
-from .base import Kernel
+from ...device import device_target
+from ...dtypes import bf16_half_ulp
+from ...errors import InputError
+from ... import peers
+from ...params import Choice
+from . import reference as ref
+from ...targets import get_target, tiling
+from ..base import Kernel
 
 D, DV = 576, 512
 KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.uint8}
@@ -73,10 +73,10 @@ class MLADecode(Kernel):
         "tokens": Choice((0, 1, 2, 4), 0),
         # "tile": warps split each tile on mma.sync/MFMA, KV decoded once into a shared bf16 tile;
         # on warpgroup-MMA targets also "fragments" (one warpgroup, swap-AB, the KV side built in
-        # registers from a cp.async ring of raw bytes; templates/mla_decode_fragments.j2),
+        # registers from a cp.async ring of raw bytes; mla_decode_fragments.j2),
         # "twin" (MXFP4: two warpgroups on alternate KV tiles, each value decoded once;
-        # templates/mla_decode_twin.j2) and "heads" (two warpgroups, 64 query rows a block, both
-        # products from shared memory; templates/mla_decode_heads.j2). Which one a format takes
+        # mla_decode_twin.j2) and "heads" (two warpgroups, 64 query rows a block, both
+        # products from shared memory; mla_decode_heads.j2). Which one a format takes
         # at which row count: targets.toml [tiling.mla_decode.*]
         "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth

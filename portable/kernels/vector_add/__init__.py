@@ -1,11 +1,11 @@
-"""vector_add: c = a + b for fp32 and bf16 (templates/vector_add.j2)."""
+"""vector_add: c = a + b for fp32 and bf16 (vector_add.j2 beside this file)."""
 from __future__ import annotations
 
 import torch
 
-from ..dtypes import DTYPES
-from ..errors import InputError
-from .base import Kernel
+from ...dtypes import DTYPES
+from ...errors import InputError
+from ..base import Kernel
 
 
 class VectorAdd(Kernel):
