@@ -79,6 +79,19 @@ static_assert(umma_scratch_bytes<256, 256>() == 52240, "scratch");
 """
 
 
+def test_python_layout_mirrors_umma_cfg():
+    """portable/kernels/mxfp4_moe.py lays out the scratch (and keeps sC off its mbarrier) from
+    umma_offsets: the same offsets as umma_cfg, checked by the compiler."""
+    from portable.kernels.mxfp4_moe import umma_offsets
+    toolchain_or_skip(nvrtc.available())
+    fields = {"off_b": "OFF_B", "off_sfa": "OFF_SFA", "off_sfb": "OFF_SFB", "off_bar": "OFF_BAR",
+              "off_tmem": "OFF_TMEM", "bytes": "BYTES"}
+    checks = "".join(f"static_assert(umma_cfg<{n}, {bk}>::{c} == {umma_offsets(n, bk)[p]}, \"{p} {n} {bk}\");\n"
+                     for n, bk in [(64, 128), (128, 128), (64, 256), (128, 256), (256, 128), (256, 256), (16, 64)]
+                     for p, c in fields.items())
+    nvrtc.compile(PRELUDE + header() + checks + 'extern "C" __global__ void k(float* x) { x[0] = 1.f; }\n', "sm_100a", {})
+
+
 def header() -> str:
     return (mapping_dir() / "prelude" / "sm_100a.h").read_text()
 

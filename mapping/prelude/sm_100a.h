@@ -57,6 +57,10 @@ template <int N, int BK> struct umma_cfg {
 // Shared memory the caller reserves for `scratch`, 128-byte aligned at least (1024 is fine):
 // 64*BK (A) + N*BK/2 (B) + 512*ceil(BK/128)*(1 + ceil(N/128)) (scales) + 16 (mbarrier, TMEM slot).
 // N=64: BK=128 13328, BK=256 26640; N=128: 17424, 34832; N=256: 26128 (BK=128), 52240 (BK=256).
+// The last 16 bytes, from OFF_BAR, stay live from umma_init to the end of umma_release: PTX ISA
+// (mbarrier) lets no other use touch a valid mbarrier's memory until mbarrier.inval. The bytes
+// before OFF_BAR are dead once a step returns, so a caller may lay its output tile (umma_store's
+// sC) over them, never over the last 16.
 template <int N, int BK> __host__ __device__ constexpr int umma_scratch_bytes() { return umma_cfg<N, BK>::BYTES; }
 // Tensor-memory columns umma_init allocates (a power of two >= 32). At most 512 per SM: blocks
 // beyond 512 / umma_tmem_cols on one SM wait in tcgen05.alloc until another block releases.

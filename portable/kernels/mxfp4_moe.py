@@ -41,6 +41,9 @@ SKINNY_DEFAULTS = {"xahead": 1, "xahead2": 1, "raster": "tile",     # where a ta
 SKINNY_KINDS = ("skinny", "skinny_wide")     # skinny_wide: the [skinny] row with its own overrides (more rows a tile)
 TILE_KINDS = SKINNY_KINDS + ("small", "medium", "large")
 BPAIR_GEMMS = {"none": 0, "gemm1": 1, "gemm2": 2, "both": 3}     # bpair: a bit a GEMM (the template's BPAIR)
+# A GEMM kernel's phases in order, for the lifetimes in layout()'s "regions": the tile's rows read
+# and barriers set up, the K loop, the accumulators stored to sC (umma_release ends it), the epilogue
+SMEM_PHASES = ("setup", "loop", "store", "epilogue")
 
 
 # DeepSeek-R1 (d_hidden 7168, top-8 routed + 1 shared) at two expert widths, gpt-oss-120b
@@ -225,46 +228,70 @@ class MXFP4MoE(Kernel):
 
     def layout(self, target: str) -> dict:
         """Shared-memory layout of both GEMMs (byte offsets and leading dimensions): the one place
-        the template and dynamic_smem read it from."""
+        the template and dynamic_smem read it from. "regions" lists what each offset holds and in
+        which phases of the kernel (SMEM_PHASES) it is live, for tests/test_smem_layout.py."""
         if self.skinny(target):                      # static shared memory only
-            return {1: {"bytes": 0}, 2: {"bytes": 0}}
+            return {1: {"bytes": 0, "regions": []}, 2: {"bytes": 0, "regions": []}}
         t = self.tiles(target)
         bm, bn, bk, bn2 = t["bm"], t["bn"], t["bk"], t["bn2"]
         path = self.matrix_path(target)
-        wstages = t["wstages"] if self.tma(target) else 0      # the weights' shared stages (wfetch "tma")
+        wstages = t.get("wstages", 0) if self.tma(target) else 0      # the weights' shared stages (wfetch "tma")
         out = {}
         for which, nb in ((1, 2 * bn), (2, bn2)):
             lda, lda4, ldc = bk + 8, bk // 2 + 16, nb + 4
             off_scratch = off_w = 0
+            c_bytes = bm * ldc * 4
+            regions = []
+
+            def region(name, start, size, live, barrier=False):
+                regions.append({"name": name, "start": start, "end": start + size, "live": live, "barrier": barrier})
             if path != "bf16":
                 off_as = bm * lda4
                 off_b = _align(off_as + bm * (bk // 32))
                 off_bs = off_b + nb * lda4
                 operands = off_bs + nb * (bk // 32)
+                for name, start, size in (("sA4", 0, bm * lda4), ("sAs", off_as, bm * (bk // 32)),
+                                          ("sB4", off_b, nb * lda4), ("sBs", off_bs, nb * (bk // 32))):
+                    region(name, start, size, ("loop", "loop"))
                 if path == "umma":
-                    off_scratch = _align(operands, 128)
-                    operands = off_scratch + umma_scratch_bytes(nb, bk)
+                    u = umma_offsets(nb, bk)
+                    off_scratch = _umma_scratch_at(operands, c_bytes, u)
+                    operands = off_scratch + u["bytes"]
+                    region("umma staging", off_scratch, u["off_bar"], ("loop", "loop"))
+                    # umma_init .. umma_release, which runs after umma_store has filled sC
+                    region("umma mbarrier", off_scratch + u["off_bar"], 8, ("setup", "store"), barrier=True)
+                    region("umma tmem slot", off_scratch + u["off_tmem"], 4, ("setup", "setup"))
             elif self.mma_path(target) == "warpgroup":   # two stages of unpadded swizzled tiles
                 off_as = off_bs = 0
                 off_b = 2 * bm * bk * 2
                 operands = off_b + 2 * nb * bk * 2
+                region("sA stages", 0, off_b, ("loop", "loop"))
+                region("sB stages", off_b, 2 * nb * bk * 2, ("loop", "loop"))
             elif self.mma_path(target) == "warpgroup_rs":   # the activations' stages (and the weights' with TMA)
                 off_as = off_bs = off_b = 0
                 operands = t["stages"] * bm * bk * 2
+                region("activation stages", 0, operands, ("loop", "loop"))
                 if wstages:                   # each stage one K slice of both warpgroups' 64 x groups rows
                     off_w = _align(operands, 128)
                     operands = off_w + wstages * 128 * t.get("groups", 1) * 64
+                    region("weight stages", off_w, operands - off_w, ("loop", "loop"))
             else:
                 off_as = off_bs = 0
                 off_b = bm * lda * 2
                 operands = off_b + nb * lda * 2
-            off_rows = _align(max(operands, bm * ldc * 4))
+                region("sA", 0, off_b, ("loop", "loop"))
+                region("sB", off_b, nb * lda * 2, ("loop", "loop"))
+            off_rows = _align(max(operands, c_bytes))
             off_bar = _align(off_rows + bm * 4, 8)         # the weight stages' mbarriers
+            region("sC", 0, c_bytes, ("store", "epilogue"))
+            region("sRow", off_rows, bm * 4, ("setup", "epilogue"))
+            if wstages:                       # initialised in the setup, never invalidated: live to the end
+                region("weight stage mbarriers", off_bar, 8 * wstages, ("setup", "epilogue"), barrier=True)
             out[which] = {"lda": lda, "lda4": lda4, "ldc": ldc, "off_as": off_as, "off_b": off_b, "off_bs": off_bs,
                           "stage_a": bm * bk, "stage_b": nb * bk,
                           "off_scratch": off_scratch, "off_rows": off_rows, "bytes": off_bar + 8 * wstages,
                           "stages": t.get("stages", 2), "groups": t.get("groups", 1),
-                          "off_w": off_w, "off_bar": off_bar, "wstages": wstages}
+                          "off_w": off_w, "off_bar": off_bar, "wstages": wstages, "regions": regions}
         return out
 
     def template_context(self, target):
@@ -666,11 +693,31 @@ def _routing(shape: dict):
     return ref.make_routing(shape["M"], shape["E"], shape["topk"], gen, shared_experts=shape["shared"])
 
 
-def umma_scratch_bytes(n: int, bk: int) -> int:
-    """Shared bytes umma_mxf4_step re-lays the tiles into (umma_cfg::BYTES in mapping/prelude/sm_100a.h):
-    A 128 x bk and B n x bk E2M1 in core matrices, plus 512-byte scale blocks and an mbarrier."""
+def umma_offsets(n: int, bk: int) -> dict:
+    """umma_cfg<n, bk>'s byte offsets in the scratch umma_mxf4_step re-lays the tiles into
+    (mapping/prelude/sm_100a.h; tests/test_umma_sm100a.py has the compiler check that both agree):
+    A 128 x bk and B n x bk E2M1 in core matrices, 512-byte scale blocks, then the mbarrier and the
+    TMEM address slot, which live from umma_init to umma_release."""
     kc, rb = -(-bk // 128), -(-n // 128)
-    return 64 * bk + n * bk // 2 + 512 * kc * (1 + rb) + 16
+    off_b = 64 * bk
+    off_sfa = off_b + n * bk // 2
+    off_sfb = off_sfa + 512 * kc
+    off_bar = off_sfb + 512 * kc * rb
+    return {"off_b": off_b, "off_sfa": off_sfa, "off_sfb": off_sfb, "off_bar": off_bar,
+            "off_tmem": off_bar + 8, "bytes": off_bar + 16}
+
+
+def umma_scratch_bytes(n: int, bk: int) -> int:
+    """Shared bytes of the umma scratch (umma_cfg::BYTES)."""
+    return umma_offsets(n, bk)["bytes"]
+
+
+def _umma_scratch_at(operands: int, c_bytes: int, u: dict) -> int:
+    """Where the umma scratch starts: past the operand tiles (both live in the K loop), and far
+    enough that its mbarrier and TMEM slot lie past sC, which umma_store fills while the barrier
+    is still valid (umma_release invalidates it after). Only the staged tiles, dead by then, may
+    lie under sC."""
+    return _align(max(operands, c_bytes - u["off_bar"]), 128)
 
 
 def skinny_ksplit(k_dim: int, warps: int, blocks: int = 0, slots: int = 1, waves: float = math.inf) -> int:
