@@ -39,7 +39,7 @@ def bandwidth(dtype: torch.dtype, variants) -> list[dict]:
     t = time_gpu(lambda: torch.add(a, b, out=out))
     rows.append({"impl": "torch.add", "dtype": str(dtype)[6:], "median_us": t["median_us"], "tbps": nbytes / t["median_us"] / 1e6})
     for block, vecs in variants:
-        k = portable.load("vector_add", dtype=dtype, block=block, vecs=vecs)
+        k = portable.load("vector_add", dtype=dtype, tuning={"block": block, "vecs": vecs})
         out.fill_(float("nan"))
         k(a, b, out)
         ok = torch.equal(out, a + b)

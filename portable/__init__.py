@@ -42,21 +42,23 @@ def target_of(device) -> "Target":
     return device_target(device)
 
 
-def load(kernel, target: str | None = None, lang: str | None = None, options: dict | None = None, **params):
+def load(kernel, target: str | None = None, lang: str | None = None, options: dict | None = None,
+         tuning: dict | None = None, **params):
     """A kernel object, built for a target on first use (by default the tensors' device).
 
     `kernel` is a built-in name ("vector_add"), a path to a template (.j2) or a raw CUDA
     (.cu) or HIP (.hip) source, or the text of one (`lang` "template" by default, "cuda" or
-    "hip"). Parameters are checked against what the template declares."""
+    "hip"). Parameters (what the kernel computes) and `tuning` knobs (how: tile sizes, depths)
+    are checked against what the template declares."""
     if isinstance(kernel, str) and kernel in KERNELS:
         if "dtype" in params:
             params["dtype"] = dtype_name(params["dtype"])
-        return KERNELS[kernel](target=target, **params)
+        return KERNELS[kernel](target=target, tuning=tuning, **params)
     if isinstance(kernel, str) and "\n" not in kernel and "/" not in kernel and "." not in kernel:
         near = difflib.get_close_matches(kernel, list(KERNELS), n=1)
         raise InputError(f"kernel: unknown kernel {kernel!r}{f' (did you mean {near[0]!r}?)' if near else ''}; expected "
                          f"one of {', '.join(KERNELS)}, a .j2/.cu/.hip file, or a template's text")
-    return load_program(kernel, target=target, lang=lang, options=options, **params)
+    return load_program(kernel, target=target, lang=lang, options=options, tuning=tuning, **params)
 
 
 def render(kernel, target: str, **params) -> str:

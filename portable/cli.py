@@ -37,18 +37,26 @@ def parse_params(pairs: list[str]) -> dict:
 
 
 def params_text(name: str, indent: str = "  ") -> str:
-    """A kernel's parameters, one a line: name, accepted values, default (params.describe)."""
+    """A kernel's parameters and tuning knobs, one a line: name, accepted values, default
+    (params.describe); the knobs under their own heading."""
     from .params import describe
-    declared = declared_params(name)
-    width = max((len(k) for k in declared), default=0)
-    return "\n".join(f"{indent}{k:<{width}}  {describe(spec)}" for k, spec in declared.items())
+    params, tuning = declared(name)
+    width = max((len(k) for k in (*params, *tuning)), default=0)
+    lines = [f"{indent}{k:<{width}}  {describe(spec)}" for k, spec in params.items()]
+    if tuning:
+        lines += [f"{indent}tuning (-t KEY=VALUE; from Python tuning={{...}}):"]
+        lines += [f"{indent}  {k:<{width}}  {describe(spec)}" for k, spec in tuning.items()]
+    return "\n".join(lines)
 
 
-def declared_params(kernel: str) -> dict:
-    """A built-in's parameters, or those a template file declares."""
+def declared(kernel: str) -> tuple[dict, dict]:
+    """A built-in's parameters and tuning knobs, or those a template file declares."""
     from .kernels import KERNELS
     from .program import Origin
-    return KERNELS[kernel].PARAMS if kernel in KERNELS else Origin.of(kernel).declaration.params
+    if kernel in KERNELS:
+        return KERNELS[kernel].PARAMS, KERNELS[kernel].TUNING
+    decl = Origin.of(kernel).declaration
+    return decl.params, decl.tuning
 
 
 def params_epilog() -> str:
@@ -111,16 +119,16 @@ def cmd_doctor(args) -> int:
 
 def cmd_render(args) -> int:
     from . import render
-    sys.stdout.write(render(args.kernel, args.target, **parse_params(args.param)))
+    sys.stdout.write(render(args.kernel, args.target, tuning=parse_params(args.tuning), **parse_params(args.param)))
     return 0
 
 
-def _compile(kernel: str, target_spec: str, params: dict) -> list[tuple[str, list[dict] | Exception]]:
+def _compile(kernel: str, target_spec: str, params: dict, tuning: dict | None = None) -> list[tuple[str, list[dict] | Exception]]:
     """(target, its report rows or the PortableError that stopped it) for each target."""
     from . import load
     from .errors import PortableError
     from .targets import resolve_targets
-    k = load(kernel, **params)
+    k = load(kernel, tuning=tuning, **params)
     out = []
     for t in resolve_targets(target_spec):
         try:
@@ -172,7 +180,7 @@ def cmd_compile(args) -> int:
     if args.params:
         print(f"{args.kernel} parameters (-p KEY=VALUE):\n{params_text(args.kernel)}")
         return 0
-    results = _compile(args.kernel, args.target, parse_params(args.param))
+    results = _compile(args.kernel, args.target, parse_params(args.param), parse_params(args.tuning))
     failed = [(target, got) for target, got in results if isinstance(got, Exception)]
     compiled = [r for _, got in results if not isinstance(got, Exception) for r in got]
     if args.format == "json":
@@ -236,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--target", required=True)
     r.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
                    help="template parameter, e.g. -p dtype=bfloat16 (each kernel's are listed below)")
+    r.add_argument("--tuning", "-t", action="append", metavar="KEY=VALUE",
+                   help="tuning knob (how, not what: tile sizes, depths), e.g. -t block=256")
     r.set_defaults(func=cmd_render)
     c = sub.add_parser("compile", help="compile a kernel and print its static report, one row per target",
                        description=textwrap.fill(
@@ -247,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--target", default="all", help="a target, a comma-separated list, or 'all' (default)")
     c.add_argument("--param", "-p", action="append", metavar="KEY=VALUE",
                    help="template parameter, e.g. -p dtype=bfloat16 (each kernel's are listed below)")
+    c.add_argument("--tuning", "-t", action="append", metavar="KEY=VALUE",
+                   help="tuning knob (how, not what: tile sizes, depths), e.g. -t block=256")
     c.add_argument("--params", action="store_true",
                    help="print the kernel's parameters, their accepted values and defaults; compile nothing")
     c.add_argument("--format", choices=["table", "json"], default="table")

@@ -8,8 +8,9 @@ renders as it is and the data sits with the code it describes:
     targets = ["sm_90a", "gfx950"]           # optional: default, every target
     [params]
     dtype = { values = ["float32", "bfloat16"], default = "float32" }   # dtype names take torch.dtype too
-    block = { values = [128, 256, 512], default = 256 }
     unroll = { min = 1, max = 8, default = 4 }                          # a whole-number range
+    [tuning]                                 # how it computes, not what: load(..., tuning={"block": 512})
+    block = { values = [128, 256, 512], default = 256 }
     #}
 
 Every parameter has a default, so a template compiles with none given.
@@ -26,13 +27,14 @@ from .params import Choice, DTypeChoice, Range
 
 _BLOCK = re.compile(r"\{#-?\s*portable\b(.*?)-?#\}", re.S)
 _DTYPE_NAMES = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", *DTYPES}
-_KEYS = {"entries", "targets", "params"}
+_KEYS = {"entries", "targets", "params", "tuning"}
 _SPEC_KEYS = {"values", "default", "min", "max", "multiple_of", "power_of_two", "type", "help"}
 
 
 @dataclass(frozen=True)
 class Declaration:
-    params: dict = field(default_factory=dict)     # name -> Choice | Range
+    params: dict = field(default_factory=dict)     # name -> Choice | Range: what the kernel computes
+    tuning: dict = field(default_factory=dict)     # name -> Choice | Range: how (tile sizes, depths)
     entries: tuple = ()                             # () = every kernel of the rendered source
     targets: tuple = ()                             # () = every target
     help: dict = field(default_factory=dict)        # name -> one line, for --help and `--params`
@@ -83,7 +85,11 @@ def parse(text: str, where: str = "template") -> Declaration:
     if unknown:
         raise InputError(f"{where}:{line}: unknown declaration key(s) {', '.join(sorted(unknown))}; "
                          f"expected {', '.join(sorted(_KEYS))}")
-    rows = data.get("params", {})
+    rows, knobs = data.get("params", {}), data.get("tuning", {})
     params = {name: _spec(name, row, f"{where}:{line}") for name, row in rows.items()}
-    help_ = {name: row["help"] for name, row in rows.items() if isinstance(row, dict) and "help" in row}
-    return Declaration(params, tuple(data.get("entries", ())), tuple(data.get("targets", ())), help_, line)
+    tuning = {name: _spec(name, row, f"{where}:{line}") for name, row in knobs.items()}
+    both = sorted(set(params) & set(tuning))
+    if both:
+        raise InputError(f"{where}:{line}: {', '.join(both)} declared both as a parameter and as a tuning knob")
+    help_ = {name: row["help"] for name, row in {**rows, **knobs}.items() if isinstance(row, dict) and "help" in row}
+    return Declaration(params, tuning, tuple(data.get("entries", ())), tuple(data.get("targets", ())), help_, line)

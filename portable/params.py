@@ -59,10 +59,11 @@ class DTypeChoice(Choice):
         return super().check(name, dtype_name(value))
 
 
-def validate(declared: dict[str, Choice], given: dict) -> dict:
+def validate(declared: dict[str, Choice], given: dict, kind: str = "parameter") -> dict:
     unknown = sorted(set(given) - set(declared))
     if unknown:
-        raise InputError(f"unknown parameter(s) {', '.join(unknown)}; this kernel takes {', '.join(declared)}")
+        raise InputError(f"unknown {kind}(s) {', '.join(unknown)}; this kernel takes "
+                         f"{', '.join(declared) or f'no {kind}'}")
     return {name: spec.check(name, given.get(name, spec.default)) for name, spec in declared.items()}
 
 

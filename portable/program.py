@@ -84,9 +84,18 @@ class Program:
     Entries are launched as `prog[grid, block](*args)` (a single-entry program) or
     `prog.NAME[grid, block, smem](*args)`; `grid` and `block` are ints or 1-3-tuples."""
 
-    def __init__(self, origin: Origin, target: str | None = None, options: dict | None = None, **params):
+    def __init__(self, origin: Origin, target: str | None = None, options: dict | None = None,
+                 tuning: dict | None = None, **params):
         self.origin = origin
-        self.params = validate(origin.declaration.params, params)
+        decl = origin.declaration
+        misplaced = sorted(set(params) & set(decl.tuning))
+        if misplaced:
+            raise InputError(f"{misplaced[0]}: a tuning knob of {origin.name}, not a parameter; "
+                             f"pass tuning={{{misplaced[0]!r}: ...}}")
+        self.params = validate(decl.params, params)
+        if tuning is not None and not isinstance(tuning, dict):
+            raise InputError(f"tuning: expected a dict of knob values, got {type(tuning).__name__}")
+        self.tuning = validate(decl.tuning, dict(tuning or {}), kind="tuning knob")
         self.options = dict(options or {})
         self.target = get_target(target).name if target else None
         if self.target:
@@ -98,7 +107,8 @@ class Program:
 
     def __repr__(self):
         args = "".join(f", {k}={v!r}" for k, v in self.params.items())
-        return f"portable.load({self.origin.name!r}{args}{', target=' + repr(self.target) if self.target else ''})"
+        knobs = f", tuning={self.tuning!r}" if self.tuning else ""
+        return f"portable.load({self.origin.name!r}{args}{knobs}{', target=' + repr(self.target) if self.target else ''})"
 
     # --- targets, source, binary, report ------------------------------------------------
     def targets(self) -> list[str]:
@@ -117,8 +127,9 @@ class Program:
             raise TargetError(f"target: {self.origin.name} cannot be built for {target}: {why}")
 
     def context(self, target: str) -> dict:
-        """What the template sees besides the dialect: its parameters (a wrapping class may add more)."""
-        return dict(self.params)
+        """What the template sees besides the dialect: its parameters and tuning knobs (a
+        wrapping class may add more)."""
+        return {**self.params, **self.tuning}
 
     def source(self, target: str) -> str:
         target = get_target(target).name
@@ -454,5 +465,5 @@ def _make_call(entry: Entry):
 
 
 def load_program(source, target: str | None = None, lang: str | None = None, options: dict | None = None,
-                 **params) -> Program:
-    return Program(Origin.of(source, lang), target=target, options=options, **params)
+                 tuning: dict | None = None, **params) -> Program:
+    return Program(Origin.of(source, lang), target=target, options=options, tuning=tuning, **params)

@@ -63,7 +63,7 @@ def test_cost_model_by_hand():
 
 
 def test_grid_covers_every_vector_in_one_pass():
-    k = portable.load("vector_add", dtype="bfloat16", block=128, vecs=4)   # 128 * 4 * 8 = 4096 elements a block
+    k = portable.load("vector_add", dtype="bfloat16", tuning={"block": 128, "vecs": 4})   # 128 * 4 * 8 = 4096 elements a block
     assert [k.grid(n) for n in (1, 7, 4096, 4097, 1 << 20)] == [1, 1, 1, 2, 256]
 
 

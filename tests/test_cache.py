@@ -49,7 +49,7 @@ def test_corrupted_entry_is_detected_removed_and_rebuilt(damage):
 
 def test_second_build_uses_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PORTABLE_CACHE_DIR", str(tmp_path))
-    src = portable.render("vector_add", target="sm_120a", dtype="bfloat16", vecs=4)
+    src = portable.render("vector_add", target="sm_120a", dtype="bfloat16", tuning={"vecs": 4})
     before = dict(stats)
     first = build(src, "sm_120a")
     assert (stats["compiled"], stats["cached"]) == (before["compiled"] + 1, before["cached"])
@@ -61,7 +61,7 @@ def test_second_build_uses_the_cache(tmp_path, monkeypatch):
 PROBE = """
 import json, sys, portable
 from portable.build import stats
-portable.load("vector_add", dtype="bfloat16", block=128).binary("sm_100a")
+portable.load("vector_add", dtype="bfloat16", tuning={"block": 128}).binary("sm_100a")
 print(json.dumps(stats))
 """
 

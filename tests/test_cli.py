@@ -53,7 +53,7 @@ def test_param_error_as_typed_in_a_shell():
     (["bench", "--repeats", "x"], "portable: --repeats: expected an integer, got 'x'"),
     (["render", "vector_add"], "portable: --target: expected a value, got none"),
     (["compile", "vector_add", "--target"], "portable: --target: expected a value, got none"),
-    (["compile", "vector_add", "-p", "vecs=3"], "portable: vecs: expected one of [1, 2, 4, 8], got 3"),
+    (["compile", "vector_add", "-t", "vecs=3"], "portable: vecs: expected one of [1, 2, 4, 8], got 3"),
     (["compile", "vector_add", "--target", "sm_89"], "portable: target: unknown target 'sm_89'; expected one of sm_90a"),
 ])
 def test_usage_errors_say_portable_what_expected_got_with_status_2(argv, message, capsys):

@@ -58,7 +58,7 @@ def test_missing_nvrtc_is_named(monkeypatch):
         raise ToolchainMissing("NVRTC not found: pip install cuda-python nvidia-cuda-nvrtc")
     monkeypatch.setattr(nvrtc, "_nvrtc", gone)
     with pytest.raises(ToolchainMissing, match="NVRTC not found"):
-        portable.load("vector_add", dtype="bfloat16", vecs=8).report("sm_100a")
+        portable.load("vector_add", dtype="bfloat16", tuning={"vecs": 8}).report("sm_100a")
 
 
 def test_unknown_target_lists_the_known_ones():

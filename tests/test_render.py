@@ -84,7 +84,7 @@ def test_parameters_outside_declared_values_are_refused(bad):
 
 def test_parameter_error_names_parameter_and_choices():
     with pytest.raises(portable.InputError, match=r"block: expected one of \[64, 128, 256, 512, 1024\], got 257"):
-        portable.load("vector_add", block=257)
+        portable.load("vector_add", tuning={"block": 257})
 
 
 def test_missing_template_variable_fails_loudly():

@@ -5,6 +5,7 @@ undefined; so no barrier may share a byte with a region live at the same time. C
 regions come from the Python that sizes them (MXFP4MoE.layout), every target, mode and tiling."""
 import itertools
 import re
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,8 @@ def test_only_the_laid_out_templates_make_barriers():
     regions laid out here."""
     keys = barrier_rows()
     assert {"sync.mbar_init", "umma.init"} <= set(keys), keys
-    users = {p.name for p in templates_dir().glob("*.j2")
+    kernels = Path(portable.__file__).resolve().parent / "kernels"
+    users = {p.name for p in [*templates_dir().glob("*.j2"), *kernels.rglob("*.j2")]
              if any(re.search(rf"\b{re.escape(k)}\(", p.read_text()) for k in keys)
              or re.search(r"\bmbarrier\b|\btcgen05\b", p.read_text())}
     assert users <= LAID_OUT, f"{sorted(users - LAID_OUT)}: barriers in shared memory; lay out their regions here"

@@ -31,7 +31,7 @@ def test_matches_reference_every_element_written(dtype, n):
 
 @pytest.mark.parametrize("block,vecs", [(64, 1), (128, 4), (512, 2), (1024, 8)])
 def test_other_tilings(block, vecs):
-    k = portable.load("vector_add", dtype="bfloat16", block=block, vecs=vecs)
+    k = portable.load("vector_add", dtype="bfloat16", tuning={"block": block, "vecs": vecs})
     for n in (5, 1000, 123457):
         a, b = (torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         out = torch.full_like(a, float("nan"))

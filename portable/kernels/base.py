@@ -120,18 +120,21 @@ class Kernel:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.TEMPLATE:
-            cls.ORIGIN = _builtin_origin(cls, cls.__dict__.get("PARAMS"))
+            cls.ORIGIN = _builtin_origin(cls, cls.__dict__.get("PARAMS"), cls.__dict__.get("TUNING"))
             cls.PARAMS = cls.ORIGIN.declaration.params
+            cls.TUNING = cls.ORIGIN.declaration.tuning
 
-    def __init__(self, target: str | None = None, **params):
-        self.program = _KernelProgram(self, target, **params)
+    def __init__(self, target: str | None = None, tuning: dict | None = None, **params):
+        self.program = _KernelProgram(self, target, tuning=tuning, **params)
         self.params = self.program.params
+        self.tuning = self.program.tuning
         self.target = self.program.target
         self._launchers: dict[int, Launcher] = {}
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
-        return f"portable.load({self.NAME!r}, {args}{', target=' + repr(self.target) if self.target else ''})"
+        args = "".join(f", {k}={v!r}" for k, v in self.params.items())
+        knobs = f", tuning={self.tuning!r}" if self.tuning else ""
+        return f"portable.load({self.NAME!r}{args}{knobs}{', target=' + repr(self.target) if self.target else ''})"
 
     # --- per kernel -------------------------------------------------------------------
     def template_context(self, target: str) -> dict:
@@ -181,7 +184,7 @@ class Kernel:
         return launcher
 
 
-def _builtin_origin(cls, params: dict | None) -> Origin:
+def _builtin_origin(cls, params: dict | None, tuning: dict | None) -> Origin:
     """A built-in kernel's template as a Program origin, looked up in the kernel's own package
     folder first (then among the shared templates, for the prelude); a class that still
     declares PARAMS in Python (not yet in its template) passes them here."""
@@ -189,17 +192,17 @@ def _builtin_origin(cls, params: dict | None) -> Origin:
     search = (str(folder),) if folder != Path(__file__).resolve().parent else ()
     path = next(p for p in (*(Path(d) / cls.TEMPLATE for d in search), templates_dir() / cls.TEMPLATE) if p.exists())
     declaration = declare.parse(path.read_text(), cls.TEMPLATE)
-    if params is not None:
-        declaration = declare.Declaration(params=params)
+    if params is not None or tuning is not None:
+        declaration = declare.Declaration(params=params or {}, tuning=tuning or {})
     return Origin(cls.TEMPLATE, "template", template=cls.TEMPLATE, search=search, declaration=declaration)
 
 
 class _KernelProgram(Program):
     """The Program of a built-in kernel: its template's context comes from the kernel's face."""
 
-    def __init__(self, kernel: Kernel, target, **params):
+    def __init__(self, kernel: Kernel, target, tuning=None, **params):
         self.kernel = kernel
-        super().__init__(type(kernel).ORIGIN, target=target, **params)
+        super().__init__(type(kernel).ORIGIN, target=target, tuning=tuning, **params)
 
     def context(self, target: str) -> dict:
         return self.kernel.template_context(target)

@@ -21,14 +21,14 @@ class VectorAdd(Kernel):
     def __init__(self, target=None, **params):
         super().__init__(target, **params)
         self.dtype = DTYPES[self.params["dtype"]]
-        self._per_block = self.params["block"] * self.params["vecs"] * (16 // self.dtype.bytes)
+        self._per_block = self.tuning["block"] * self.tuning["vecs"] * (16 // self.dtype.bytes)
         self._kernel = None
 
     def template_context(self, target):
-        return dict(self.params)
+        return {**self.params, **self.tuning}
 
     def block_threads(self, target):
-        return self.params["block"]
+        return self.tuning["block"]
 
     def grid(self, n: int) -> int:
         """Blocks for one pass: each thread moves VECS vectors (the tail needs no extra block)."""
@@ -61,7 +61,7 @@ class VectorAdd(Kernel):
         n = a.numel()
         if n:
             kernel = self._kernel or self._entry()
-            kernel[-(-n // self._per_block), self.params["block"]](a, b, out, n)   # dtype, device, layout checked there
+            kernel[-(-n // self._per_block), self.tuning["block"]](a, b, out, n)   # dtype, device, layout checked there
         return out
 
     def _entry(self):
