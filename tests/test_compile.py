@@ -40,8 +40,8 @@ def test_compile_error_shows_log_and_rendered_lines(module, target):
 
 def test_missing_amd_compiler_is_named(monkeypatch):
     monkeypatch.setenv("PORTABLE_AMD_CLANG", "/nonexistent/bin/clang")
-    clang_amdgpu.clang_command.cache_clear()
-    clang_amdgpu.version.cache_clear()
+    for cached in (clang_amdgpu.clang_command, clang_amdgpu.version, clang_amdgpu._linker_path):
+        cached.cache_clear()
     try:
         with pytest.raises(ToolchainMissing, match=r"clang for AMDGPU not found \(/nonexistent/bin/clang\).*PORTABLE_AMD_CLANG"):
             clang_amdgpu.version()
@@ -49,8 +49,9 @@ def test_missing_amd_compiler_is_named(monkeypatch):
         assert not ok and "portable[amd-offline]" in why
     finally:
         monkeypatch.delenv("PORTABLE_AMD_CLANG")
-        clang_amdgpu.clang_command.cache_clear()
-        clang_amdgpu.version.cache_clear()
+        # _linker_path depends on the clang found: it must not keep the missing one's answer
+        for cached in (clang_amdgpu.clang_command, clang_amdgpu.version, clang_amdgpu._linker_path):
+            cached.cache_clear()
 
 
 def test_missing_nvrtc_is_named(monkeypatch):
