@@ -30,7 +30,7 @@ CASES = [("bf16", "tile", {}), ("bf16", "heads", {}), ("fp8", "tile", {}), ("fp8
 def small_case_errors(fmt: str, loop: str) -> str:
     """Where a small two-sequence case goes wrong: the worst heads and 16-dim blocks."""
     inputs = make_mla_inputs([64, 200], 1, 16, fmt, seed=1, device="cuda")
-    out, lse = portable.load("mla_decode", kv_format=fmt, loop=loop)(**inputs, return_lse=True)
+    out, lse = portable.load("mla_decode", kv_format=fmt, tuning={"loop": loop})(**inputs, return_lse=True)
     want, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     err = (out.float() - want).abs()                                  # (total_q, h, 512)
     by_head = err.amax(dim=(0, 2))
@@ -49,7 +49,7 @@ def main():
     rows = []
     for shape, formats in SHAPES:
         for fmt, loop, extra in CASES:
-            k = portable.load("mla_decode", kv_format=fmt, loop=loop, **extra)
+            k = portable.load("mla_decode", kv_format=fmt, tuning={"loop": loop, **extra})
             if fmt not in formats:
                 continue
             inputs = k.make_inputs(shape, 0)

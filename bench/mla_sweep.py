@@ -33,8 +33,8 @@ def main():
             for kv_tile, rg, warps, min_blocks, split in TILINGS:
                 if shape["h"] == 16 and rg > 1:
                     continue
-                k = portable.load("mla_decode", kv_format=fmt, loop="tile", kv_tile=kv_tile, row_groups=rg, warps=warps,
-                                  min_blocks=min_blocks, score_split=split)
+                k = portable.load("mla_decode", kv_format=fmt, tuning={"loop": "tile", "kv_tile": kv_tile, "row_groups": rg, "warps": warps,
+                                                                   "min_blocks": min_blocks, "score_split": split})
                 try:
                     inputs = inputs or k.make_inputs(shape, 0)
                     inputs["plan"] = k.plan(inputs["qo_indptr"], inputs["kv_indptr"], shape["h"])   # per tiling
@@ -53,7 +53,7 @@ def main():
     for shape in ({"B": 128, "L": 8192, "q_len": 1, "h": 32}, {"B": 64, "L": 4096, "q_len": 1, "h": 128}):
         for fmt in ("bf16", "fp8", "mxfp4"):
             for label, k in (("auto", portable.load("mla_decode", kv_format=fmt)),
-                             ("1 group", portable.load("mla_decode", kv_format=fmt, row_groups=1))):
+                             ("1 group", portable.load("mla_decode", kv_format=fmt, tuning={"row_groups": 1}))):
                 inputs = k.make_inputs(shape, 0)
                 ok, _ = k.verify(inputs, k.run(inputs))
                 t = time_gpu(lambda: k.run(inputs), repeats=20)["median_us"]

@@ -64,11 +64,26 @@ def test_fp8_on_sm90a_takes_the_fragments_loop_and_refuses_shapes_it_cannot_run(
     assert k.for_heads(16, "sm_90a") is k                   # 16 heads a block: no [.wide] variant
     assert k.dynamic_smem("sm_90a") == 2 * 64 * 576 + 16 * 576 * 2 + 16 * 64 * 2 + 256 + 192
     with pytest.raises(portable.InputError, match="fragments' takes kv_tile 64"):
-        portable.load("mla_decode", kv_format="fp8", kv_tile=32).source("sm_90a")
+        portable.load("mla_decode", kv_format="fp8", tuning={"kv_tile": 32}).source("sm_90a")
     with pytest.raises(portable.InputError, match="sm_100a lacks"):
-        portable.load("mla_decode", kv_format="fp8", loop="fragments").source("sm_100a")
+        portable.load("mla_decode", kv_format="fp8", tuning={"loop": "fragments"}).source("sm_100a")
     with pytest.raises(portable.InputError, match="written for kv_format 'fp8'"):
-        portable.load("mla_decode", kv_format="bf16", loop="fragments").source("sm_90a")
+        portable.load("mla_decode", kv_format="bf16", tuning={"loop": "fragments"}).source("sm_90a")
+
+
+def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
+    """kv_format says what is computed; the tiling and loop only how fast, so they are knobs
+    (0 / "" the target's table), each validated over its closed set."""
+    assert list(MLADecode.PARAMS) == ["kv_format"]
+    assert set(MLADecode.TUNING) == {"kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens",
+                                      "loop", "stages"}
+    with pytest.raises(portable.InputError, match=r"loop: a tuning knob .* pass tuning=\{'loop': \.\.\.\}"):
+        portable.load("mla_decode", kv_format="fp8", loop="fragments")
+    with pytest.raises(portable.InputError, match=r"kv_tile: expected one of \[0, 32, 64\], got 48"):
+        portable.load("mla_decode", tuning={"kv_tile": 48})
+    k = portable.load("mla_decode", kv_format="fp8", tuning={"loop": "tile", "kv_tile": 32})
+    assert k.params == {"kv_format": "fp8"} and k.tuning["loop"] == "tile" and k.tuning["stages"] == 0
+    assert k.template_context("sm_90a")["LOOP"] == "tile" and k.template_context("sm_90a")["KV_TILE"] == 32
 
 
 def test_plan_refuses_heads_that_do_not_tile():
@@ -84,13 +99,13 @@ def test_cost_model_by_hand():
 
 
 def test_wide_row_groups_chosen_from_the_target_data():
-    k = MLADecode(kv_format="mxfp4", loop="tile")             # (sm_90a runs MXFP4 on the fragments loop by default)
+    k = MLADecode(kv_format="mxfp4", tuning={"loop": "tile"})   # (sm_90a runs MXFP4 on the fragments loop by default)
     assert k.for_heads(16, "sm_90a") is k                     # 16 heads: one group, the base tiling
     wide = k.for_heads(128, "sm_90a")
     assert wide is k.for_heads(64, "sm_90a")                  # one cached variant
     assert wide.tiles("sm_90a")["row_groups"] == 2 and wide.for_heads(128, "sm_90a") is wide
     assert k.for_heads(128, "gfx942") is k                    # no [.wide] table there
-    pinned = MLADecode(kv_format="mxfp4", loop="tile", row_groups=1)
+    pinned = MLADecode(kv_format="mxfp4", tuning={"loop": "tile", "row_groups": 1})
     assert pinned.for_heads(128, "sm_90a") is pinned          # an explicit choice wins
     assert wide.tiles("sm_90a")["tokens"] == 1                # 128 heads: two head groups of one token
     by_tokens = k.for_heads(16, "sm_90a", q_max=4)             # 16 heads x 4 tokens fill two groups
@@ -106,21 +121,21 @@ def test_heads_loop_for_bf16_from_16_rows():
     assert by_tokens.tiles("sm_90a")["loop"] == "heads" and by_tokens.tiles("sm_90a")["tokens"] == 4
     assert k.for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "heads"      # from_rows = 16
     assert k.for_heads(16, "sm_90a", q_max=2).tiles("sm_90a")["tokens"] == 4   # 2 tokens of 16 heads: 32 rows
-    assert MLADecode(kv_format="bf16", loop="tile").for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "tile"
+    assert MLADecode(kv_format="bf16", tuning={"loop": "tile"}).for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
-    assert MLADecode(kv_format="mxfp4", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
-    assert MLADecode(kv_format="bf16", loop="tile").for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
+    assert MLADecode(kv_format="mxfp4", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
+    assert MLADecode(kv_format="bf16", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
     assert big.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
     with pytest.raises(portable.InputError, match="written for kv_format 'fp8' and 'mxfp4'"):
-        portable.load("mla_decode", kv_format="bf16", loop="fragments").source("sm_90a")
+        portable.load("mla_decode", kv_format="bf16", tuning={"loop": "fragments"}).source("sm_90a")
     with pytest.raises(portable.InputError, match="sm_100a lacks"):
-        portable.load("mla_decode", kv_format="bf16", loop="heads").source("sm_100a")
+        portable.load("mla_decode", kv_format="bf16", tuning={"loop": "heads"}).source("sm_100a")
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
 def test_heads_loop_compiles_to_warpgroup_mma_without_spills(fmt):
     toolchain_or_skip(nvrtc.available())
-    r = MLADecode(kv_format=fmt, loop="heads").for_heads(128, "sm_90a").report("sm_90a")
+    r = MLADecode(kv_format=fmt, tuning={"loop": "heads"}).for_heads(128, "sm_90a").report("sm_90a")
     assert r["instructions"]["hgmma"] == 40 and r["instructions"]["hmma"] == 0, r    # 36 for S, 4 for P V
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
@@ -136,9 +151,9 @@ def test_decoded_formats_take_the_heads_loop_from_their_rows(fmt, least):
     for heads, q_max, tokens in ((16, 3, 4), (16, 4, 4), (64, 1, 1), (128, 1, 1)):
         t = k.for_heads(heads, "sm_90a", q_max).tiles("sm_90a")
         assert t["loop"] == "heads" and t["tokens"] == tokens, (heads, q_max, t)
-    assert MLADecode(kv_format=fmt, kv_tile=64).for_heads(128, "sm_90a") is not k.for_heads(128, "sm_90a")
-    assert MLADecode(kv_format=fmt, loop="fragments").for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "fragments"
-    assert MLADecode(kv_format=fmt, loop="heads").for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "heads"
+    assert MLADecode(kv_format=fmt, tuning={"kv_tile": 64}).for_heads(128, "sm_90a") is not k.for_heads(128, "sm_90a")
+    assert MLADecode(kv_format=fmt, tuning={"loop": "fragments"}).for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "fragments"
+    assert MLADecode(kv_format=fmt, tuning={"loop": "heads"}).for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "heads"
     assert k.for_heads(128, "sm_100a") is k                      # no [.heads] table there
     # Q, one bf16 tile, P, two raw stages (MXFP4: rows padded to 320 bytes, 20-byte scale
     # windows and their start bytes), maxima, sums
@@ -149,18 +164,18 @@ def test_decoded_formats_take_the_heads_loop_from_their_rows(fmt, least):
 def test_twin_loop_compiles_to_warpgroup_mma_without_spills():
     """MXFP4 on two warpgroups with alternate KV tiles: 36 MMAs for S^T and 32 for O^T a tile."""
     toolchain_or_skip(nvrtc.available())
-    k = MLADecode(kv_format="mxfp4", loop="twin")
+    k = MLADecode(kv_format="mxfp4", tuning={"loop": "twin"})
     assert k.for_heads(128, "sm_90a") is k and k.block_threads("sm_90a") == 256
     r = k.report("sm_90a")
     assert r["instructions"]["hgmma"] == 68 and r["instructions"]["hmma"] == 0, r
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
     with pytest.raises(portable.InputError, match="written for kv_format 'mxfp4'"):
-        MLADecode(kv_format="fp8", loop="twin").source("sm_90a")
+        MLADecode(kv_format="fp8", tuning={"loop": "twin"}).source("sm_90a")
 
 
 def test_work_list_groups_consecutive_tokens_with_their_causal_limit():
-    wide = MLADecode(kv_format="bf16", loop="tile").for_heads(16, "sm_90a", q_max=3)
+    wide = MLADecode(kv_format="bf16", tuning={"loop": "tile"}).for_heads(16, "sm_90a", q_max=3)
     # b0: 3 queries on 1 KV row (tokens 0-1 see 0 rows: an empty item), b1: 1 query on 300 rows
     items, chunks = wide.work_list([0, 3, 4], [0, 1, 301], 16, "sm_90a", sms=132)
     assert wide.tiles("sm_90a")["tokens"] == 2
@@ -183,4 +198,4 @@ def test_compare_counts_error_beyond_the_bf16_output_rounding():
                                       ("mxfp4", "heads")])
 def test_wgmma_pipeline_not_serialized(fmt, loop):
     """ptxas keeps the sm_90a loops' wgmma pipelined (no C7511 advisory)."""
-    assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, loop=loop))
+    assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, tuning={"loop": loop}))

@@ -16,9 +16,9 @@ pytestmark = pytest.mark.gpu
 RAGGED = [1, 63, 64, 65, 4097, 8192, 0]
 
 
-def run_and_compare(fmt, lens, q_len, h, page_size=None, **params):
+def run_and_compare(fmt, lens, q_len, h, page_size=None, **knobs):
     inputs = make_mla_inputs(lens, q_len, h, fmt, seed=torch.seed() % (1 << 31), page_size=page_size, device="cuda")
-    mla = portable.load("mla_decode", kv_format=fmt, **params)
+    mla = portable.load("mla_decode", kv_format=fmt, tuning=knobs)
     out, lse = mla(**inputs, return_lse=True)
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     ok, detail = compare(out, lse, want_out, want_lse)
@@ -54,11 +54,11 @@ def test_other_tilings():
     run_and_compare("bf16", [1000, 77], 2, 64, kv_tile=64, row_groups=2, warps=8)
 
 
-@pytest.mark.parametrize("fmt,h,params", [("fp8", 16, {"score_split": 8, "loop": "tile"}), ("mxfp4", 16, {"score_split": 4}),
-                                          ("bf16", 32, {"score_split": 4})])
-def test_score_split(fmt, h, params):
+@pytest.mark.parametrize("fmt,h,knobs", [("fp8", 16, {"score_split": 8, "loop": "tile"}), ("mxfp4", 16, {"score_split": 4}),
+                                         ("bf16", 32, {"score_split": 4})])
+def test_score_split(fmt, h, knobs):
     """Warps splitting the scores' K more ways (each Q fragment serves several column tiles)."""
-    run_and_compare(fmt, RAGGED, 4, h, **params)
+    run_and_compare(fmt, RAGGED, 4, h, **knobs)
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
@@ -122,7 +122,7 @@ def test_plan_is_reused_across_calls_and_checked():
     assert torch.equal(planned, mla(**inputs, plan=plan))
     with pytest.raises(portable.InputError, match="as planned"):
         mla(**dict(inputs, q=inputs["q"][:, :16].contiguous()), plan=plan)
-    other = portable.load("mla_decode", kv_format="fp8", kv_tile=32, warps=4)
+    other = portable.load("mla_decode", kv_format="fp8", tuning={"kv_tile": 32, "warps": 4})
     with pytest.raises(portable.InputError, match="plan: built for tiling"):
         other(**inputs, plan=plan)
 

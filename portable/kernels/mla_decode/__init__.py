@@ -61,9 +61,12 @@ class MLADecode(Kernel):
     NAME = "mla_decode"
     TEMPLATE = "mla_decode.j2"
     ENTRY = "mla_decode"
-    PARAMS = {
-        "kv_format": Choice(("bf16", "fp8", "mxfp4"), "bf16"),
-        # 0: the target's value from targets.toml [tiling.mla_decode.TARGET]
+    # what the kernel computes: the cache's format (every knob below changes only how fast)
+    PARAMS = {"kv_format": Choice(("bf16", "fp8", "mxfp4"), "bf16")}
+    # how: the tiling and loop, each 0 / "" for the target's value from tuning.toml (beside
+    # this file). They change the order of the floating-point sums at most, never the result
+    # asked for, so they are knobs: portable.load("mla_decode", tuning={"loop": "heads"})
+    TUNING = {
         "kv_tile": Choice((0, 32, 64), 0),
         "row_groups": Choice((0, 1, 2, 4), 0),
         "warps": Choice((0, 4, 8), 0),
@@ -77,7 +80,7 @@ class MLADecode(Kernel):
         # "twin" (MXFP4: two warpgroups on alternate KV tiles, each value decoded once;
         # mla_decode_twin.j2) and "heads" (two warpgroups, 64 query rows a block, both
         # products from shared memory; mla_decode_heads.j2). Which one a format takes
-        # at which row count: targets.toml [tiling.mla_decode.*]
+        # at which row count: tuning.toml
         "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
     }
@@ -88,11 +91,11 @@ class MLADecode(Kernel):
 
     # --- per target ---------------------------------------------------------------
     def tiles(self, target: str) -> dict:
-        """The target's tiling, its per-format override table, then explicit parameters."""
+        """The target's tiling, its per-format override table, then explicit tuning knobs."""
         table = tiling(self.NAME, target)
         t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT], [.wide], [.fragments] are tables
         t.update(table.get(self.params["kv_format"], {}))
-        loop = self.params["loop"] or t.get("loop")
+        loop = self.tuning["loop"] or t.get("loop")
         if loop in WGMMA_LOOPS:                                               # that loop's own shape
             t.update(table.get(loop, {}))
         t.setdefault("min_blocks", 1)
@@ -101,8 +104,8 @@ class MLADecode(Kernel):
         t.setdefault("loop", "tile")
         t.setdefault("stages", 2)
         for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages"):
-            if self.params[key]:
-                t[key] = self.params[key]
+            if self.tuning[key]:
+                t[key] = self.tuning[key]
         return t
 
     def for_heads(self, heads: int, target: str, q_max: int = 1) -> "MLADecode":
@@ -111,8 +114,8 @@ class MLADecode(Kernel):
         own loop is the tile loop, its [.wide] one when they fill that tiling's row groups (16
         rows a group: heads of one token, or one head group of consecutive tokens; each group a
         block holds re-reads no KV). An explicit loop or tiling wins."""
-        table, loop, fmt = tiling(self.NAME, target), self.params["loop"], self.params["kv_format"]
-        if any(self.params[k] for k in ("row_groups", "kv_tile", "warps")) or loop in ("fragments", "twin"):
+        table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
+        if any(self.tuning[k] for k in ("row_groups", "kv_tile", "warps")) or loop in ("fragments", "twin"):
             return self
         rows, options = heads * q_max, []
         if table.get("heads") and fmt in WGMMA_LOOPS["heads"][0] and loop in ("", "heads"):
@@ -122,14 +125,14 @@ class MLADecode(Kernel):
         fits = [t for t, least in options if loop == "heads" or (least is not None and rows >= least)]
         if not fits:
             return self
-        params = {**self.params, **{k: v for k, v in fits[0].items() if k in self.PARAMS}}
-        head_groups = max(d for d in range(1, params["row_groups"] + 1)    # of one token a block
-                          if params["row_groups"] % d == 0 and heads % (16 * d) == 0)
-        params["tokens"] = params["row_groups"] // head_groups
-        key = tuple(sorted(params.items()))
+        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING}}
+        head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
+                          if knobs["row_groups"] % d == 0 and heads % (16 * d) == 0)
+        knobs["tokens"] = knobs["row_groups"] // head_groups
+        key = tuple(sorted(knobs.items()))     # the parameters are this kernel's own
         variants = self.__dict__.setdefault("_variants", {})
         if key not in variants:
-            variants[key] = MLADecode(target=self.target, **params)
+            variants[key] = MLADecode(target=self.target, tuning=knobs, **self.params)
         return variants[key]
 
     def template_context(self, target):
