@@ -120,7 +120,9 @@ def test_compile_kernel_params_prints_its_parameters(capsys):
     assert status == 0 and err == ""
     lines = out.splitlines()
     assert lines[0] == "vector_add parameters (-p KEY=VALUE):"
-    assert [s.split(None, 1) for s in lines[1:]] == [[k, describe(spec)] for k, spec in VectorAdd.PARAMS.items()]
+    knobs = lines.index("  tuning (-t KEY=VALUE; from Python tuning={...}):")
+    assert [s.split(None, 1) for s in lines[1:knobs]] == [[k, describe(spec)] for k, spec in VectorAdd.PARAMS.items()]
+    assert [s.split(None, 1) for s in lines[knobs + 1:]] == [[k, describe(spec)] for k, spec in VectorAdd.TUNING.items()]
     assert "  dtype  float32 | bfloat16 (default float32)" in lines
     status, out, _ = run(["compile", "mla_decode", "--params"], capsys)
     assert status == 0 and 'loop         "" | tile | fragments | heads | twin (default "")' in out
@@ -129,7 +131,7 @@ def test_compile_kernel_params_prints_its_parameters(capsys):
 # ---------------------------------------------------------------- compile: failed targets are errors
 
 def test_a_target_that_fails_is_an_error_line_not_a_table_row(capsys):
-    status, out, err = run(["compile", "mla_decode", "--target", "gfx942", "-p", "loop=heads"], capsys)
+    status, out, err = run(["compile", "mla_decode", "--target", "gfx942", "-t", "loop=heads"], capsys)
     assert status == 2 and out == ""
     assert err == "portable: gfx942: loop: 'heads' needs warpgroup MMA, which gfx942 lacks (use 'tile')\n"
 
