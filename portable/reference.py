@@ -8,6 +8,9 @@ mentions the query answers: as a name in any case, a substring of a cell, or a w
 (`e4m3fnuz`). A query that matches nothing says there is no row, with at most three near names
 (and their rows) that are close to it by spelling; nothing unrelated is offered.
 `--list` prints every row, one a line, so the table can be diffed against another (HIPIFY's).
+
+The table has thousands of rows: their names are worked out once a process (`_index`, and the
+near-name vocabulary once per filter), so a lookup only scans what was worked out.
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ import re
 import shutil
 import sys
 import textwrap
+from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from .data import TARGET_COLUMNS, load_table
@@ -43,6 +48,7 @@ LIST_COLUMNS = ("key", "cuda", "hip", *TARGET_COLUMNS)
 # Names inside a cell: C identifiers, PTX mnemonics (wgmma.fence), special registers (%smid),
 # qualified names (cooperative_groups::this_grid).
 _TOKEN = re.compile(r"[%A-Za-z_][A-Za-z0-9_]*(?:(?:\.|::)[A-Za-z0-9_]+)*")
+_PARTS = re.compile(r"\.|::")                         # what joins a token's parts
 
 
 @functools.cache
@@ -51,18 +57,57 @@ def table() -> pd.DataFrame:
     return pd.DataFrame(list(load_table()), columns=COLUMNS).fillna("")
 
 
+@functools.cache
+def _categories() -> tuple[str, ...]:
+    return tuple(sorted(set(table()["category"])))
+
+
 def categories() -> list[str]:
-    return sorted(set(table()["category"]))
+    return list(_categories())
 
 
 def tokens(cell: str) -> set[str]:
     """The names a cell spells, with their dotted / qualified parts: 'threadIdx.x' gives
     {'threadIdx.x', 'threadIdx'}; 'cooperative_groups::this_grid' also gives 'this_grid'."""
-    out = set()
-    for tok in _TOKEN.findall(cell):
-        out.add(tok)
-        out.update(p for p in re.split(r"\.|::", tok) if len(p) > 1)
-    return out
+    return _names(cell)[1]
+
+
+def _names(cell: str) -> tuple[str, set[str]]:
+    """The first name a cell spells ("" if none) and tokens(cell)."""
+    found = _TOKEN.findall(cell)
+    out = set(found)
+    for tok in found:
+        if "." in tok or ":" in tok:
+            out.update(p for p in _PARTS.split(tok) if len(p) > 1)
+    return (found[0] if found else ""), out
+
+
+class _Row(NamedTuple):
+    """What a lookup compares a query with, worked out once per row of table()."""
+    cells: tuple[str, str]             # the CUDA and HIP cells
+    cells_lower: tuple[str, str]
+    leading: frozenset[str]            # the first name in each cell
+    toks: frozenset[str]               # tokens() of both cells
+    toks_lower: frozenset[str]
+    names: tuple[str, ...]             # toks sorted: the order the near-name vocabulary takes them in
+    key: str
+    key_lower: str
+    note_lower: str
+
+
+@functools.cache
+def _index() -> tuple[_Row, ...]:
+    """One _Row per row of table(), at the row's label (table() has a RangeIndex)."""
+    t = table()
+    out = []
+    for cuda, hip, key, note in zip(*(t[c].tolist() for c in ("cuda", "hip", "key", "note"))):
+        (lead_cuda, toks_cuda), (lead_hip, toks_hip) = _names(cuda), _names(hip)
+        toks = frozenset(toks_cuda | toks_hip)
+        out.append(_Row(cells=(cuda, hip), cells_lower=(cuda.lower(), hip.lower()),
+                        leading=frozenset((lead_cuda, lead_hip)), toks=toks,
+                        toks_lower=frozenset(tok.lower() for tok in toks), names=tuple(sorted(toks)),
+                        key=key, key_lower=key.lower(), note_lower=note.lower()))
+    return tuple(out)
 
 
 def lookup(query: str | None = None, category: str | None = None, target: str | None = None) -> pd.DataFrame:
@@ -100,37 +145,71 @@ def _filter(rows: pd.DataFrame, category: str | None, target: str | None) -> pd.
 def _matches(rows: pd.DataFrame, query: str) -> list[tuple]:
     """(row label, tier) pairs, best tier first, table order within a tier."""
     low = query.lower()
+    index = _index()
     tiers: dict[str, list] = {EXACT: [], MENTION: [], ANY_CASE: [], SUBSTRING: [], NOTE: []}
-    for label, row in rows.iterrows():
-        cells = (row["cuda"], row["hip"])
-        leading = {next(iter(_TOKEN.findall(c)), "") for c in cells}
-        toks = tokens(row["cuda"]) | tokens(row["hip"])
-        if query in cells or query == row["key"] or query in leading:
+    for label in rows.index:
+        r = index[label]
+        if query in r.cells or query == r.key or query in r.leading:
             tiers[EXACT].append(label)
-        elif query in toks:
+        elif query in r.toks:
             tiers[MENTION].append(label)
-        elif low in {t.lower() for t in toks}:
+        elif low in r.toks_lower:
             tiers[ANY_CASE].append(label)
-        elif any(low in c.lower() for c in cells):
+        elif low in r.cells_lower[0] or low in r.cells_lower[1]:
             tiers[SUBSTRING].append(label)
-        elif low in row["note"].lower() or low in row["key"].lower():
+        elif low in r.note_lower or low in r.key_lower:
             tiers[NOTE].append(label)
     keep = (EXACT, MENTION) if tiers[EXACT] else (MENTION, ANY_CASE, SUBSTRING, NOTE)
     return [(label, tier) for tier in keep for label in tiers[tier]]
+
+
+class _Vocabulary(NamedTuple):
+    """The names some rows spell, for _nearest."""
+    first: dict[str, tuple]            # lower-case name -> (spelling, label of the first row that spells it)
+    names: list[str]                   # the lower-case names, in that dict's order
+    lengths: np.ndarray                # their lengths
+    counts: np.ndarray                 # counts[i, j]: how often names[i] holds letter j of `letters`
+    letters: dict[str, int]
+
+
+@functools.lru_cache(maxsize=64)
+def _vocabulary(labels: tuple[int, ...]) -> _Vocabulary:
+    """The near-name vocabulary of the rows at `labels`: the whole table's is built once, a
+    filter's (--category, --target) once per filter."""
+    index = _index()
+    first: dict[str, tuple] = {}
+    for label in labels:
+        for tok in index[label].names:
+            first.setdefault(tok.lower(), (tok, label))
+    names = list(first)
+    letters = {ch: j for j, ch in enumerate(sorted({ch for name in names for ch in name}))}
+    counts = np.zeros((len(names), len(letters)), dtype=np.int32)
+    at = (np.array([i for i, name in enumerate(names) for _ in name], dtype=np.intp),
+          np.array([letters[ch] for name in names for ch in name], dtype=np.intp))
+    np.add.at(counts, at, 1)
+    return _Vocabulary(first, names, np.array([len(n) for n in names], dtype=np.int64), counts, letters)
 
 
 def _nearest(rows: pd.DataFrame, query: str) -> pd.DataFrame:
     """For each of the (at most three) names closest to `query` by spelling (difflib ratio,
     case-insensitive, at least NEAREST_CUTOFF), the first row that spells it; `near` holds the
     name. No name that close: no rows."""
-    vocab: dict[str, tuple] = {}                      # lower-case name -> (spelling, first row)
-    for label, row in rows.iterrows():
-        for tok in sorted(tokens(row["cuda"]) | tokens(row["hip"])):
-            vocab.setdefault(tok.lower(), (tok, label))
-    close = difflib.get_close_matches(query.lower(), list(vocab), n=_NEAREST_COUNT, cutoff=NEAREST_CUTOFF)
+    vocab = _vocabulary(tuple(rows.index))
+    low = query.lower()
+    # difflib passes over a name whose quick_ratio (2 * letters in common / both lengths, an upper
+    # bound of its ratio) is below the cutoff; computing that for every name at once and giving
+    # difflib the rest finds the same names, sooner (the slack only lets more through)
+    wanted = np.zeros(len(vocab.letters), dtype=np.int32)
+    for ch in low:
+        if ch in vocab.letters:
+            wanted[vocab.letters[ch]] += 1
+    common = np.minimum(vocab.counts, wanted).sum(axis=1)
+    possible = 2.0 * common / (vocab.lengths + len(low)) >= NEAREST_CUTOFF - 1e-9
+    candidates = [vocab.names[i] for i in np.flatnonzero(possible)]
+    close = difflib.get_close_matches(low, candidates, n=_NEAREST_COUNT, cutoff=NEAREST_CUTOFF)
     labels, names = [], []
     for tok in close:
-        name, label = vocab[tok]
+        name, label = vocab.first[tok]
         if label not in labels:
             labels.append(label)
             names.append(name)

@@ -104,6 +104,14 @@ def test_matrix_instructions_live_on_their_own_targets():
     assert "16x16x16" in mfma["hip"] and available(mfma) == set(TARGET_COLUMNS)
 
 
+def test_driver_create_calls_keep_their_flags():
+    # cuStreamCreate(&s, flags) and cuEventCreate(&e, flags) take flags; hipStreamCreate and
+    # hipEventCreate take none, their WithFlags forms do (the runtime's cudaEventCreate takes none either)
+    assert row("cuStreamCreate")["hip"] == "hipStreamCreateWithFlags"
+    assert row("cuEventCreate")["hip"] == "hipEventCreateWithFlags"
+    assert row("cudaEventCreate")["hip"] == "hipEventCreate"
+
+
 # ---------------------------------------------------------------- lookup
 
 def test_cuda_name_finds_its_row_first():
@@ -153,6 +161,31 @@ def test_filters_by_category_and_target():
     assert any(h.startswith("__builtin_amdgcn_mfma_scale_") for h in found["hip"])
     assert not any(c.startswith("wgmma") for c in found["cuda"])
     assert set(reference.lookup(category="stream")["category"]) == {"streams"}   # a prefix serves
+
+
+def test_rows_are_read_once_not_per_lookup(monkeypatch):
+    """Thousands of rows: their names are worked out once (and the near-name vocabulary once per
+    filter), so a lookup after the first only scans them; none tokenises a cell again."""
+    queries = ["__shfl_xor_sync", "__shfl_xor", "HIPMODULELAUNCHKERNEL", "wgmma.fence", "Malloc", "e4m3fnuz",
+               "cudaMalocManaged", "xyzzy123"]
+    for q in queries:                                             # whatever the first lookups build
+        reference.lookup(q)
+    reference.lookup("mfma_scal", category="matrix", target="gfx950")
+    built = reference._vocabulary.cache_info().misses
+    calls = []
+
+    class Counting:                                               # every tokenisation goes through _TOKEN
+        def findall(self, cell, real=reference._TOKEN):
+            calls.append(cell)
+            return real.findall(cell)
+    monkeypatch.setattr(reference, "_TOKEN", Counting())
+    for q in queries:
+        reference.lookup(q)
+        reference.lookup(q.upper())                               # other tiers, the same vocabulary
+    reference.lookup("mfma_scal", category="matrix", target="gfx950")
+    assert calls == []
+    assert reference._index.cache_info().misses == 1
+    assert reference._vocabulary.cache_info().misses == built
 
 
 def test_bad_filters_name_the_argument():
