@@ -80,15 +80,20 @@ def instruction_classes(vendor: str) -> dict[str, str]:
 def tiling(kernel: str, target: str) -> dict:
     """A kernel's tuning for a target: its package's tuning.toml (targets.toml [tiling.KERNEL]
     for a kernel not yet moved there); a target with none takes the target it is `like`."""
-    own = Path(__file__).resolve().parent / "kernels" / kernel / "tuning.toml"
-    if own.exists():
-        with open(own, "rb") as f:
-            table = tomllib.load(f)
-    else:
-        table = load_toml("targets.toml").get("tiling", {}).get(kernel, {})
+    table = _tuning_table(kernel)
     if target not in table and target in target_rows() and like(target):
         target = like(target)
     return dict(table.get(target, {}))
+
+
+@functools.cache
+def _tuning_table(kernel: str) -> dict:
+    # read once: kernels look their tiling up on every call
+    own = Path(__file__).resolve().parent / "kernels" / kernel / "tuning.toml"
+    if own.exists():
+        with open(own, "rb") as f:
+            return tomllib.load(f)
+    return load_toml("targets.toml").get("tiling", {}).get(kernel, {})
 
 
 def target_for_arch(arch: str) -> Target:
