@@ -12,7 +12,7 @@ import textwrap
 
 # Subcommands owned by other modules register themselves through add_cli(subparsers).
 _PLUGINS = ("portable.reference", "portable.audit", "portable.roofline", "portable.matrix",
-            "portable.calibrate", "portable.bench", "portable.dialect_doc")
+            "portable.calibrate", "portable.bench", "portable.dialect_doc", "portable.port")
 
 
 def version() -> str:
