@@ -20,7 +20,7 @@ from portable.bench import L2_FLUSH_BYTES, _time_rotating, sweep_table
 from portable.calibrate import measure
 from portable.kernels.mxfp4_moe import SHAPES
 
-# tiling overrides per shape index (parameters left out take the tiling's own value)
+# tiling overrides (tuning knobs) per shape index (knobs left out take the tiling's own value)
 SK = "skinny"
 G2 = [{"ahead2": 1, "mt2": 2, "min_blocks2": 3}, {"ahead2": 1, "mt2": 4, "min_blocks2": 2}]    # gemm2 row tiles a warp
 B64 = {"tiles": "large", "bm": 64, "warps": 4, "bn": 64, "bn2": 128}     # one warpgroup of 64 rows a block
@@ -42,7 +42,7 @@ def profile(shape, sets, modes=("a16w4", "a4w4"), **over) -> list:
     out = []
     over = {"overlap": 0, **over}
     for mode in modes:
-        k = portable.load("mxfp4_moe", mode=mode, **over)
+        k = portable.load("mxfp4_moe", mode=mode, tuning=over)
         k.run(sets[0])
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -82,7 +82,7 @@ def main():
             for over in tilings:
                 label = " ".join(f"{k}={v}" for k, v in over.items())
                 try:
-                    k = portable.load("mxfp4_moe", mode=mode, **over)
+                    k = portable.load("mxfp4_moe", mode=mode, tuning=over)
                     ok, detail = k.verify(sets[0], k.run(sets[0]))
                     t = statistics.median(_time_rotating(k.run, sets, 20))
                     rep = k.reports("sm_90a")

@@ -116,17 +116,19 @@ def residency(spans, bin_us: float):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="0,6")
-    ap.add_argument("--params", default="{}", help="JSON parameters for portable.load")
+    ap.add_argument("--params", default="{}", help="JSON settings: mode and tuning knobs")
     ap.add_argument("--bin", type=float, default=2.0, help="microseconds a row of the residency table")
     args = ap.parse_args()
     plain = moe.MXFP4MoE.source
     moe.MXFP4MoE.source = lambda self, target: traced(plain(self, target))
     for i in (int(s) for s in args.shapes.split(",")):
         shape = moe.SHAPES[i]
-        base = portable.load("mxfp4_moe", **json.loads(args.params))
+        settings = json.loads(args.params)
+        base = portable.load("mxfp4_moe", **{k: v for k, v in settings.items() if k in moe.MXFP4MoE.PARAMS},
+                             tuning={k: v for k, v in settings.items() if k not in moe.MXFP4MoE.PARAMS})
         inputs = base.make_inputs(shape, 0)
         P = shape["M"] * (shape["topk"] + shape["shared"])
-        k = base.auto_variant(P, shape["E"], shape["d_hidden"], "sm_90a") if base.params["tiles"] == "auto" else base
+        k = base.auto_variant(P, shape["E"], shape["d_hidden"], "sm_90a") if base.tuning["tiles"] == "auto" else base
         ok, detail = k.verify(inputs, k.run(inputs))
         for _ in range(20):
             k.run(inputs)
@@ -140,7 +142,7 @@ def main():
         torch.cuda.synchronize()
         t = read(module, "ptrace_t", np.uint64, (len(KERNELS), 2, SLOTS)).astype(np.int64)
         sm = read(module, "ptrace_sm", np.uint32, (len(KERNELS), SLOTS))
-        print(f"\n== {shape['model']} M={shape['M']} tiles={k.params['tiles']} {args.params}: {'ok' if ok else detail}; "
+        print(f"\n== {shape['model']} M={shape['M']} tiles={k.tuning['tiles']} {args.params}: {'ok' if ok else detail}; "
               f"the host queued the call in {host:.0f} us")
         summarize(t, sm, args.bin)
 

@@ -13,6 +13,7 @@ import sys
 import torch
 
 import portable
+from portable.kernels import KERNELS
 from portable.kernels.mxfp4_moe import SHAPES as MOE_SHAPES
 
 TARGETS = {
@@ -34,7 +35,9 @@ TARGETS = {
 def main(which):
     for group in which:
         for name, params, shape in TARGETS[group]:
-            k = portable.load(name, **params)
+            declared = KERNELS[name].PARAMS         # the rest are tuning knobs
+            k = portable.load(name, **{p: v for p, v in params.items() if p in declared},
+                              tuning={p: v for p, v in params.items() if p not in declared})
             inputs = k.make_inputs(shape, 0)
             print(name, params, shape, flush=True)
             k.run(inputs)

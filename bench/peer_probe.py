@@ -18,7 +18,7 @@ import torch
 import portable
 from portable import peers
 from portable.bench import _time_peer, _time_rotating
-from portable.refs import make_mla_inputs, mla_reference
+from portable.kernels.mla_decode.reference import make_mla_inputs, mla_reference
 from portable.kernels.mla_decode import compare
 
 CHECKS = [  # (kv_lens, q_len, h, page_size)

@@ -5,7 +5,7 @@ distance is ptxas's choice, not the source's, and it predicted mxfp4_moe's measu
 (bench/NOTES.md mxfp4_moe v19: a pointer walk cut the loop by 6% but the distance from ~189 to
 ~94 and ran 3-4% slower).
 
-    python bench/sass_loops.py mxfp4_moe moe_gemm1 -p tiles=skinny [-p KEY=VALUE ...] [--target sm_90a] [--ops]
+    python bench/sass_loops.py mxfp4_moe moe_gemm1 -t tiles=skinny [-p KEY=VALUE ...] [-t KEY=VALUE ...] [--target sm_90a] [--ops]
 """
 from __future__ import annotations
 
@@ -66,10 +66,11 @@ def main():
     ap.add_argument("kernel_name")
     ap.add_argument("entry", help="the __global__ function, e.g. moe_gemm1")
     ap.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("-t", "--tuning", action="append", default=[], metavar="KEY=VALUE", help="a tuning knob")
     ap.add_argument("--target", default="sm_90a")
     ap.add_argument("--ops", action="store_true", help="each loop's opcode counts too")
     args = ap.parse_args()
-    k = portable.load(args.kernel_name, **parse_params(args.param))
+    k = portable.load(args.kernel_name, tuning=parse_params(args.tuning), **parse_params(args.param))
     b = k.binary(args.target)
     insns, labels = instructions(b.code, args.entry)
     print(f"{args.kernel_name} {args.entry} on {args.target}: {len(insns)} instructions, "

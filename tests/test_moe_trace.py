@@ -13,7 +13,7 @@ moe_trace = bench_module("moe_trace")
 def test_every_kernel_traced_and_compiles():
     from portable.build import build
     from portable.errors import ToolchainMissing
-    k = portable.load("mxfp4_moe", tiles="skinny")
+    k = portable.load("mxfp4_moe", tuning={"tiles": "skinny"})
     source = moe_trace.traced(k.source("sm_90a"))
     for name in ("moe_route", "moe_gemm1", "moe_gemm2", "moe_gemm2_shared", "moe_combine"):
         assert f"PTrace _ptrace({moe_trace.KERNELS.index(name)});" in source.split(f"void {name}(", 1)[1][:2000], name

@@ -8,7 +8,7 @@ from portable.device import device_target
 from portable.formats import scale_row_max
 from portable.kernels.mxfp4_moe import compare
 from portable.targets import tiling
-from portable.refs import make_moe_inputs, moe_reference
+from portable.kernels.mxfp4_moe.reference import make_moe_inputs, moe_reference
 from portable.timing import capture
 
 from conftest import refill
@@ -27,11 +27,12 @@ CASES = {
 }
 
 
-def load_tiles(mode, tiles, **params):
-    """The kernel with `tiles`, skipping a kind this GPU's target has no tiling for ("medium")."""
+def load_tiles(mode, tiles, **knobs):
+    """The kernel with `tiles` (and other tuning knobs), skipping a kind this GPU's target has no
+    tiling for ("medium")."""
     if tiles not in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
         pytest.skip(f"no [{tiles}] tiling for this GPU's target")
-    return portable.load("mxfp4_moe", mode=mode, tiles=tiles, **params)
+    return portable.load("mxfp4_moe", mode=mode, tuning={"tiles": tiles, **knobs})
 
 
 def run_poisoned(moe, inp, **kw):
@@ -76,7 +77,7 @@ def test_both_tilings_and_bitwise_repeatable(mode, tiles):
     ("large tiles", "medium", {"gemm2_type": "f16", "gemm1_type": "bf16", "raster": "tile"}), ("R1-like", "medium", {"gemm2_type": "bf16"}),
     ("large tiles", "large", {"gemm2_type": "f16", "h_wait": "grid"}), ("padded dims", "medium", {"gemm2_type": "f16", "overlap": 0})])
 def test_warpgroup_rs_tiles(case, tiles, params, mode):
-    """Weights decoded into the A registers of warpgroup MMA (templates/mxfp4_moe_rs.j2): the
+    """Weights decoded into the A registers of warpgroup MMA (mxfp4_moe_rs.j2): the
     permuted K order of x and h, partial 128-value slices (2880), padded dims, 64-256 pairs a tile
     (products 16-256 wide), one or two 64-row weight groups a warpgroup, 3-6 stages, one or two
     weight slices ahead, gemm1 in f16 (the default) and in bf16; bitwise repeatable. The
@@ -87,7 +88,7 @@ def test_warpgroup_rs_tiles(case, tiles, params, mode):
         pytest.skip(f"no [{tiles}_{params['mma']}] tiling for this GPU's target")
     args, opts = CASES[case]
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles, **params)
+    moe = portable.load("mxfp4_moe", mode=mode, tuning={"tiles": tiles, **params})
     first = run_poisoned(moe, inp)
     ok, detail = compare(first, moe_reference(**inp, mode=mode))
     assert ok, f"{case} {tiles} {params} {mode}: {detail}"
@@ -105,7 +106,7 @@ def test_skinny_ring_depths_and_row_tiles(params):
     grid's column-first order, the weight tiles a warp and the K splits, on 2880-wide K (partial
     slices, split over warps) and 2880 rows (a partial last tile group)."""
     inp = make_moe_inputs(24, 12, 2880, 2880, 4, seed=torch.seed() % (1 << 31), device="cuda")
-    moe = portable.load("mxfp4_moe", tiles="skinny", **params)
+    moe = portable.load("mxfp4_moe", tuning={"tiles": "skinny", **params})
     ok, detail = compare(run_poisoned(moe, inp), moe_reference(**inp))
     assert ok, detail
 
@@ -123,7 +124,7 @@ def test_gemm2_staged_in_shared_memory(case, tiles, params, mode):
         pytest.skip("this GPU's target has no shared-memory skinny gemm2")
     args, opts = CASES[case] if case in CASES else ((5, 6, 224, 128, 2), {})
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    got = {st: run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles=tiles, stage2=st, **params), inp)
+    got = {st: run_poisoned(portable.load("mxfp4_moe", mode=mode, tuning={"tiles": tiles, "stage2": st, **params}), inp)
            for st in ("shared", "registers")}
     ok, detail = compare(got["shared"], moe_reference(**inp, mode=mode))
     assert ok, f"{case} {mode}: {detail}"
@@ -140,8 +141,8 @@ def test_gemm2_waits_per_tile(case, params, stage2):
     its register ring, gemm1's K split 1, 2 or 4 ways (each K part 0 warp signals)."""
     args, opts = CASES[case]
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    grid = run_poisoned(portable.load("mxfp4_moe", tiles="skinny", stage2=stage2, h_wait="grid", **params), inp)
-    moe = portable.load("mxfp4_moe", tiles="skinny", stage2=stage2, **params)
+    grid = run_poisoned(portable.load("mxfp4_moe", tuning={"tiles": "skinny", "stage2": stage2, "h_wait": "grid", **params}), inp)
+    moe = portable.load("mxfp4_moe", tuning={"tiles": "skinny", "stage2": stage2, **params})
     for _ in range(3):
         assert torch.equal(run_poisoned(moe, inp), grid), f"{case} {params} {stage2}"
     ok, detail = compare(grid, moe_reference(**inp))
@@ -161,8 +162,8 @@ def test_warpgroup_gemm2_waits_per_tile(tiles, case, raster, mode):
         pytest.skip("this GPU's target has no warpgroup_rs tiles")
     args, opts = CASES[case]
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    grid = run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles=tiles, raster=raster, h_wait="grid"), inp)
-    moe = portable.load("mxfp4_moe", mode=mode, tiles=tiles, raster=raster)
+    grid = run_poisoned(portable.load("mxfp4_moe", mode=mode, tuning={"tiles": tiles, "raster": raster, "h_wait": "grid"}), inp)
+    moe = portable.load("mxfp4_moe", mode=mode, tuning={"tiles": tiles, "raster": raster})
     for _ in range(3):
         assert torch.equal(run_poisoned(moe, inp), grid), f"{case} {tiles} {raster} {mode}"
     ok, detail = compare(grid, moe_reference(**inp, mode=mode))
@@ -191,7 +192,7 @@ def test_overlapped_launches_change_no_bit(mode):
     """overlap=1 (programmatic dependent launches) against plain launches, skinny and large."""
     for tiles in ("skinny", "large"):
         inp = make_moe_inputs(37, 16, 512, 256, 4, seed=torch.seed() % (1 << 31), device="cuda", shared_experts=1)
-        got = [run_poisoned(portable.load("mxfp4_moe", mode=mode, tiles=tiles, overlap=o), inp) for o in (1, 0)]
+        got = [run_poisoned(portable.load("mxfp4_moe", mode=mode, tuning={"tiles": tiles, "overlap": o}), inp) for o in (1, 0)]
         assert torch.equal(got[0], got[1]), tiles
 
 
@@ -247,8 +248,8 @@ def test_block_scales_spread_within_a_row(mode, tiles):
     2^31: the f16 gemm1 scales each weight row by its largest block (blocks far below it round);
     with gemm2 in f16 one pair's h then spans far more than f16 does (rescale_h rounds the groups
     far below the row's largest). a4w4 is held to the relative L2 bar only: its FP4 roundings of h
-    flip between the kernel's and the reference's sum orders (refs/moe.py), and here a flipped value
-    of a pair's dominant block moved one output 6.0e-2 x RMS (relative L2 2.9e-3)."""
+    flip between the kernel's and the reference's sum orders (mxfp4_moe/reference.py), and here a
+    flipped value of a pair's dominant block moved one output 6.0e-2 x RMS (relative L2 2.9e-3)."""
     inp = make_moe_inputs(40, 8, 1024, 256, 2, seed=torch.seed() % (1 << 31), device="cuda")
     inp["w13_scale"] = torch.randint(100, 132, inp["w13_scale"].shape, dtype=torch.uint8, device="cuda")
     for gemm2_type in ("bf16", "f16"):
@@ -274,7 +275,7 @@ def test_w2_block_scales_spread_within_a_row(tiles):
     """The same for w2's blocks: the f16 gemm2's per-row scale (a16w4; gemm2 in bf16 scales each
     block on its own). With h rounded to bf16 (gemm2 in bf16) such weights, where an output rides
     on one block of 32 products, measured 5.3e-2 x RMS against the 5e-2 bar; in f16 h keeps three
-    more bits. a4w4's h roundings flip between the kernel and the reference (refs/moe.py)."""
+    more bits. a4w4's h roundings flip between the kernel and the reference (mxfp4_moe/reference.py)."""
     inp = make_moe_inputs(40, 8, 1024, 256, 2, seed=torch.seed() % (1 << 31), device="cuda")
     inp["w2_scale"] = spread_scales(inp["w2_scale"].shape)
     moe = load_tiles("a16w4", tiles, gemm2_type="f16")
@@ -296,7 +297,7 @@ def test_given_row_maxima_change_no_bit(case, tiles, spread):
     if spread:
         for key in ("w13_scale", "w2_scale"):
             inp[key] = spread_scales(inp[key].shape)
-    moe = portable.load("mxfp4_moe", tiles=tiles, **params)
+    moe = portable.load("mxfp4_moe", tuning={"tiles": tiles, **params})
     scanned = run_poisoned(moe, inp)
     given = run_poisoned(moe, inp, w13_row_max=scale_row_max(inp["w13_scale"]), w2_row_max=scale_row_max(inp["w2_scale"]))
     ok, detail = compare(given, moe_reference(**inp))
@@ -318,8 +319,8 @@ def test_weights_by_tensor_map_change_no_bit(case, tiles, params):
         pytest.skip(f"no [{tiles}_warpgroup_rs] tiling for this GPU's target")
     args, opts = CASES[case]
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    loads = run_poisoned(portable.load("mxfp4_moe", tiles=tiles, wfetch="registers", **params), inp)
-    moe = portable.load("mxfp4_moe", tiles=tiles, **{"wstages": 4, **params, "wfetch": "tma"})
+    loads = run_poisoned(portable.load("mxfp4_moe", tuning={"tiles": tiles, "wfetch": "registers", **params}), inp)
+    moe = portable.load("mxfp4_moe", tuning={"tiles": tiles, "wstages": 4, **params, "wfetch": "tma"})
     tma = run_poisoned(moe, inp)
     ok, detail = compare(tma, moe_reference(**inp))
     assert ok, f"{case} {tiles} {params}: {detail}"
@@ -345,10 +346,11 @@ def test_one_barrier_a_group_of_slices_changes_no_bit(case, tiles, params):
         pytest.skip(f"no [{tiles}_warpgroup_rs] tiling for this GPU's target")
     args, opts = CASES[case]
     inp = make_moe_inputs(*args, seed=torch.seed() % (1 << 31), device="cuda", **opts)
-    base = {"tiles": tiles, "wfetch": "registers", **params}
-    each = run_poisoned(portable.load("mxfp4_moe", **base, bpair="none"), inp)
-    grouped = run_poisoned(portable.load("mxfp4_moe", **base, bpair="both"), inp)
-    ok, detail = compare(grouped, moe_reference(**inp, mode=params.get("mode", "a16w4")))
+    mode = params.get("mode", "a16w4")
+    base = {"tiles": tiles, "wfetch": "registers", **{k: v for k, v in params.items() if k != "mode"}}
+    each = run_poisoned(portable.load("mxfp4_moe", mode=mode, tuning={**base, "bpair": "none"}), inp)
+    grouped = run_poisoned(portable.load("mxfp4_moe", mode=mode, tuning={**base, "bpair": "both"}), inp)
+    ok, detail = compare(grouped, moe_reference(**inp, mode=mode))
     assert ok, f"{case} {tiles} {params}: {detail}"
     assert torch.equal(grouped, each)
 
@@ -402,4 +404,4 @@ def test_errors_name_the_argument():
     if "medium_warpgroup_rs" in tiling("mxfp4_moe", device_target(torch.cuda.current_device()).name):
         wide = make_moe_inputs(4, 2, 256, 16896 + 128, 2, seed=1, device="cuda")      # h too wide for rescale_h
         with pytest.raises(portable.InputError, match="gemm2_type"):
-            portable.load("mxfp4_moe", tiles="medium", gemm2_type="f16")(**wide)
+            portable.load("mxfp4_moe", tuning={"tiles": "medium", "gemm2_type": "f16"})(**wide)

@@ -7,8 +7,8 @@ import torch
 
 from portable.errors import InputError
 from portable.formats import qdq_mxfp4
-from portable.refs import (make_mla_inputs, make_moe_inputs, mla_cost, mla_reference, mla_torch_bf16,
-                           moe_cost, moe_reference, moe_torch_bf16, page_kv)
+from portable.kernels.mla_decode.reference import make_mla_inputs, mla_cost, mla_reference, mla_torch_bf16, page_kv
+from portable.kernels.mxfp4_moe.reference import make_moe_inputs, moe_cost, moe_reference, moe_torch_bf16
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 

@@ -44,7 +44,7 @@ def variants():
         kinds = [k for k in TILE_KINDS if k in tiling("mxfp4_moe", target)]
         for mode, tiles, mma, wfetch in itertools.product(("a16w4", "a4w4"), kinds, ("", "sync", "warpgroup", "warpgroup_rs"),
                                                         ("", "registers", "tma")):
-            k = MXFP4MoE(mode=mode, tiles=tiles, mma=mma, wfetch=wfetch)
+            k = MXFP4MoE(mode=mode, tuning={"tiles": tiles, "mma": mma, "wfetch": wfetch})
             try:
                 k.template_context(target)         # the tiling's own checks
             except portable.InputError:
@@ -56,6 +56,11 @@ def variants():
 
 
 VARIANTS = variants()
+
+
+def moe(params: dict) -> MXFP4MoE:
+    """A variant's kernel: its mode a parameter, the rest tuning knobs."""
+    return MXFP4MoE(mode=params["mode"], tuning={k: v for k, v in params.items() if k != "mode"})
 
 
 def live_together(a: dict, b: dict) -> bool:
@@ -74,14 +79,14 @@ def test_the_barrier_kinds_are_all_covered():
     """The variants include every path that keeps a barrier in shared memory: tcgen05 (umma) and
     the warpgroup_rs TMA weight stages."""
     paths = {(target, path) for target, params, path in VARIANTS
-             if any(r["barrier"] for r in MXFP4MoE(**params).layout(target)[1]["regions"])}
+             if any(r["barrier"] for r in moe(params).layout(target)[1]["regions"])}
     assert ("sm_100a", "umma") in paths and ("sm_90a", "warpgroup_rs") in paths, paths
 
 
 @pytest.mark.parametrize("target,params,path", VARIANTS, ids=[f"{t}-{'-'.join(v for v in p.values() if v)}-{m}"
                                                                for t, p, m in VARIANTS])
 def test_no_live_barrier_shares_bytes(target, params, path):
-    layout = MXFP4MoE(**params).layout(target)
+    layout = moe(params).layout(target)
     for gemm in (1, 2):
         L = layout[gemm]
         for r in L["regions"]:
@@ -96,6 +101,6 @@ def test_the_check_sees_a_barrier_under_the_output_tile(monkeypatch):
     """The umma scratch right past the operand tiles (the old placement) puts its mbarrier inside
     sC, which umma_store writes while the barrier is valid: the check fails it."""
     monkeypatch.setattr(mxfp4_moe, "_umma_scratch_at", lambda operands, c_bytes, u: -(-operands // 128) * 128)
-    regions = MXFP4MoE(mode="a4w4", tiles="large").layout("sm_100a")[1]["regions"]
+    regions = MXFP4MoE(mode="a4w4", tuning={"tiles": "large"}).layout("sm_100a")[1]["regions"]
     found = clashes(regions, barriers_only=True)
     assert found and all("umma mbarrier" in c and "sC" in c for c in found), found

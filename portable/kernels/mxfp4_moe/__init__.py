@@ -1,6 +1,7 @@
-"""mxfp4_moe: fused MXFP4 mixture of experts, routing given (templates/mxfp4_moe.j2).
+"""mxfp4_moe: fused MXFP4 mixture of experts, routing given (mxfp4_moe.j2 beside this file).
 
     moe = portable.load("mxfp4_moe", mode="a16w4")          # or "a4w4"
+    big = portable.load("mxfp4_moe", tuning={"tiles": "large"})   # a tiling pinned (knobs: mxfp4_moe.j2)
     out = moe(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids,
               d_hidden=7168, d_expert=256)
 
@@ -17,18 +18,18 @@ as they are (a4w4 where targets.toml gives the target an `fp4_matrix`).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 
-from ..device import device_target
-from ..dtypes import bf16_half_ulp
-from ..errors import InputError, TargetError
-from ..formats import MX_BLOCK, scale_row_max
-from ..params import Choice
-from ..refs import moe as ref
-from ..targets import get_target, tiling
-from .base import Kernel
+from ...device import device_target
+from ...dtypes import bf16_half_ulp
+from ...errors import InputError, TargetError
+from ...formats import MX_BLOCK, scale_row_max
+from . import reference as ref
+from ...targets import get_target, tiling
+from ..base import Kernel
 
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
@@ -55,78 +56,17 @@ SHAPES = ([{"model": "R1 E257", "M": M, "E": 257, "d_hidden": 7168, "d_expert": 
              for M in (1, 32, 1024)])
 
 
+@functools.cache
+def tuning_table(target: str) -> dict:
+    """The target's row of tuning.toml, read once: every call reads it (pick_tiles, auto_variant),
+    so it is parsed once per target, not per call. Callers only read it."""
+    return tiling("mxfp4_moe", target)
+
+
 class MXFP4MoE(Kernel):
     NAME = "mxfp4_moe"
     TEMPLATE = "mxfp4_moe.j2"
     ENTRY = "moe_gemm1"
-    PARAMS = {
-        "mode": Choice(ref.MODES, "a16w4"),
-        # rows a tile: "skinny" (weights as the A operand, straight from registers; "skinny_wide"
-        # its wider tiles where a target has them) or "small" for decode-sized batches, "large"
-        # for prefill, "medium" (where a target has it) between; "auto" picks per call from the
-        # pairs per expert (targets.toml [tiling.mxfp4_moe.TARGET.skinny|skinny_wide|small|medium|large])
-        "tiles": Choice(("auto",) + TILE_KINDS, "auto"),
-        # 0: the value of the chosen tiling; anything else overrides it (bench/moe_sweep.py)
-        "bm": Choice((0, 8, 16, 32, 64, 128, 256), 0),
-        "bn": Choice((0, 32, 64, 128), 0),
-        "bn2": Choice((0, 32, 64, 128, 256), 0),     # gemm2's output columns a block (0: bn)
-        "bk": Choice((0, 128, 256, 512), 0),
-        "warps": Choice((0, 4, 8), 0),
-        "warps_m": Choice((0, 1, 2, 4), 0),
-        "ahead": Choice((0, 1, 2, 3, 4), 0),       # K slices in flight (skinny: weights a lane; small/large: 1-2 register sets)
-        "xahead": Choice((0, 1, 2, 3, 4), 0),      # skinny: K slices of activations in flight a lane
-        "mt": Choice((0, 1, 2, 4), 0),             # skinny: 16-row weight tiles a warp multiplies per activation load
-        "min_blocks": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),  # blocks an SM the compiler must fit (caps registers)
-        "ksplit": Choice((0, 1, 2, 4, 8), 0),      # skinny: warps of a block splitting K (0: skinny_ksplit's choice)
-        "ahead2": Choice((0, 1, 2, 3, 4), 0),      # the same four for gemm2
-        "xahead2": Choice((0, 1, 2, 3, 4), 0),
-        "mt2": Choice((0, 1, 2, 4), 0),
-        "min_blocks2": Choice((0, 1, 2, 3, 4, 5, 6, 8), 0),
-        "ksplit2": Choice((0, 1, 2, 4, 8), 0),
-        # skinny gemm2: "shared" stages the block's weights and the tile's h in shared memory by
-        # async copies (moe_gemm2_shared: no register ring, so more 16-row tiles a warp and more
-        # blocks an SM), "registers" keeps the ring; "" = the tiling's: shared where its [skinny]
-        # row has a `shared2_k` and the stored d_expert fits (a multiple of 128 up to it)
-        "stage2": Choice(("", "registers", "shared"), ""),
-        "shared2_mt": Choice((0, 1, 2, 4), 0),                     # moe_gemm2_shared's 16-row tiles a warp,
-        "shared2_warps": Choice((0, 4, 8), 0),                     # its warps
-        "shared2_min_blocks": Choice((0, 2, 3, 4, 5, 6, 7, 8, 10, 12), 0),    # and its blocks an SM
-        # the bf16 path's matrix instruction on small/medium/large tiles: "" = the target's tiling table
-        # (sm_90a: "warpgroup_rs", wgmma with the weights decoded into A registers,
-        # templates/mxfp4_moe_rs.j2), "warpgroup" = wgmma from shared tiles, "sync" = mma.sync/MFMA
-        "mma": Choice(("", "sync", "warpgroup", "warpgroup_rs"), ""),
-        "stages": Choice((0, 3, 4, 5, 6), 0),     # warpgroup_rs: shared slices of activations (0: the tiling's)
-        "groups": Choice((0, 1, 2), 0),           # warpgroup_rs: 64-row weight groups a warpgroup (0: the tiling's)
-        # warpgroup_rs gemm1's operands: "f16" (x scaled per token and the weights per row into f16,
-        # whose E2M1 decode takes 15 instructions for 8 codes where bf16's takes 19; the same
-        # products exactly: bench/NOTES.md mxfp4_moe v23), "bf16" as gemm2, "" = the tiling's `gemm1_type`
-        "gemm1_type": Choice(("", "f16", "bf16"), ""),
-        # warpgroup_rs gemm2's operands: "f16" (h written by gemm1 in f16 at one scale a pair row,
-        # the weights per row; bench/NOTES.md mxfp4_moe v24), "bf16", "" = the tiling's `gemm2_type`
-        "gemm2_type": Choice(("", "f16", "bf16"), ""),
-        # warpgroup_rs weights: "tma" (copied by the copy engine, one tensor-map box a warpgroup and K
-        # slice, into `wstages` shared stages the lanes read), "registers" (each lane's 16-byte loads,
-        # `ahead` slices in flight), "" = the tiling's `wfetch`
-        "wfetch": Choice(("", "registers", "tma"), ""),
-        "wstages": Choice((0, 2, 3, 4, 5, 6, 8), 0),
-        # warpgroup_rs with wfetch "registers" and an even number of stages: the GEMMs ("gemm1",
-        # "gemm2", "both") whose K loop takes one block barrier a group of stages / 2 K slices (copied
-        # as one group) instead of one a slice; "none"; "" = the tiling's (bench/NOTES.md mxfp4_moe v28)
-        "bpair": Choice(("", "none", "gemm1", "gemm2", "both"), ""),
-        # 1: every kernel after moe_route is a programmatic dependent launch (CUDA; HIP launches
-        # plainly): its blocks start while the kernel before it finishes and wait in
-        # sync.grid_wait, so launch gaps and gemm2's first weight loads overlap the kernel before
-        "overlap": Choice((1, 0), 1),
-        # skinny a16w4 and warpgroup_rs tiles, overlap 1: gemm2's blocks start on a tile once gemm1 has
-        # signalled its h done ("tile"; R1 E257 M4 60.5 -> 59.2 us, E33 M64 418 -> 406 with raster
-        # "column"), or wait for the whole of gemm1 ("grid")
-        "h_wait": Choice(("tile", "grid"), "tile"),
-        # skinny and warpgroup_rs tiles: the order blocks start in: "tile" (the grid's x runs over
-        # the tiles, so blocks started together read different experts) or "column" (x runs over a
-        # tile's column blocks: neighbouring rows of one expert, tiles finished in order); "" = the
-        # tiling's `raster`
-        "raster": Choice(("", "tile", "column"), ""),
-    }
     SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "ptr", "ptr", "tmap")
     OTHER_ENTRIES = {
         "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
@@ -142,19 +82,19 @@ class MXFP4MoE(Kernel):
 
     # --- per target ---------------------------------------------------------------------
     def tiles(self, target: str) -> dict:
-        table = tiling(self.NAME, target)
+        table = tuning_table(target)
         kind = self.tile_kind(target)
         if kind in SKINNY_KINDS and self.small_kind(target) != "skinny":
             raise InputError(f"tiles: {kind!r} multiplies decoded bf16 weights; {target} in mode "
                              f"{self.params['mode']!r} takes the {self.matrix_path(target)} path or has no [skinny] tiling")
         if kind not in table:
-            raise InputError(f"tiles: {target} has no [{kind}] tiling in targets.toml (it has "
+            raise InputError(f"tiles: {target} has no [{kind}] tiling in tuning.toml (it has "
                              f"{', '.join(k for k in TILE_KINDS if k in table)})")
         t = dict(table.get(f"{kind}_{self.mma_path(target)}", table[kind]))      # e.g. [small_umma], [large_warpgroup]
         if kind == "skinny_wide":
             t = {**table["skinny"], **t}
-        t.update({k: self.params[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages", "bpair")
-                  if self.params[k]})
+        t.update({k: self.tuning[k] for k in TILE_FIELDS + SKINNY_FIELDS + ("bn2", "raster", "stages", "groups", "gemm1_type", "gemm2_type", "wfetch", "wstages", "bpair")
+                  if self.tuning[k]})
         t.setdefault("bn2", t.get("bn"))
         if kind in SKINNY_KINDS:
             t = {**SKINNY_DEFAULTS, **t}
@@ -168,53 +108,53 @@ class MXFP4MoE(Kernel):
     def mma_path(self, target: str) -> str:
         """The template's MMA_PATH: the matrix path, except that bf16 small/large tiles take
         warpgroup MMA ("warpgroup", or "warpgroup_rs" with A from registers) where `mma` (the
-        parameter, else the target's tiling table) says so and the table has a [KIND_MMA] tiling
+        knob, else the target's tuning table) says so and the table has a [KIND_MMA] tiling
         for them (sm_90a: large, medium)."""
         path = self.matrix_path(target)
-        table = tiling(self.NAME, target)
+        table = tuning_table(target)
         kind = self.tile_kind(target)
-        want = self.params["mma"] or table.get("mma", "sync")
+        want = self.tuning["mma"] or table.get("mma", "sync")
         if path != "bf16" or kind in SKINNY_KINDS or want == "sync":
             return path
         if f"{kind}_{want}" not in table:
-            if self.params["mma"]:
-                raise InputError(f"mma: {want!r} needs a [{kind}_{want}] tiling for {target} in targets.toml")
+            if self.tuning["mma"]:
+                raise InputError(f"mma: {want!r} needs a [{kind}_{want}] tiling for {target} in tuning.toml")
             return path
         return want
 
     def small_kind(self, target: str) -> str:
         """The tiling for decode-sized batches: "skinny" where the target has one and the call
         multiplies bf16 (the FP4 instruction paths take "small")."""
-        return "skinny" if "skinny" in tiling(self.NAME, target) and self.matrix_path(target) == "bf16" else "small"
+        return "skinny" if "skinny" in tuning_table(target) and self.matrix_path(target) == "bf16" else "small"
 
     def tile_kind(self, target: str) -> str:
         """The tiling this kernel object compiles: its `tiles`, "auto" standing for the
         decode-sized kind (a call with "auto" picks a variant per batch: pick_tiles)."""
-        return self.small_kind(target) if self.params["tiles"] == "auto" else self.params["tiles"]
+        return self.small_kind(target) if self.tuning["tiles"] == "auto" else self.tuning["tiles"]
 
     def skinny(self, target: str) -> bool:
         """Whether this kernel runs the skinny GEMMs on `target`."""
         return self.tile_kind(target) in SKINNY_KINDS
 
     def variant(self, tiles: str, **over) -> "MXFP4MoE":
-        """This kernel with `tiles` and the parameters in `over` (built once, then cached)."""
-        if self.params["tiles"] == tiles and not over:
+        """This kernel with `tiles` and the tuning knobs in `over` (built once, then cached)."""
+        if self.tuning["tiles"] == tiles and not over:
             return self
         key = (tiles, tuple(sorted(over.items())))
         variants = self.__dict__.setdefault("_variants", {})
         if key not in variants:
-            variants[key] = MXFP4MoE(target=self.target, **{**self.params, "tiles": tiles, **over})
+            variants[key] = MXFP4MoE(target=self.target, tuning={**self.tuning, "tiles": tiles, **over}, **self.params)
         return variants[key]
 
     def auto_variant(self, pairs: int, experts: int, d_hidden: int, target: str, De: int = 0) -> "MXFP4MoE":
         """The variant a call with tiles="auto" runs: pick_tiles' kind, and on the medium tiles
-        the target's `medium_deep` parameters from `medium_deep_from_hidden` (targets.toml) where
+        the target's `medium_deep` knobs from `medium_deep_from_hidden` (tuning.toml) where
         the caller left them at 0 (gemm2 in f16 where the stored d_expert De fits it)."""
         kind = self.pick_tiles(pairs, experts, target)
-        table = tiling(self.NAME, target)
+        table = tuning_table(target)
         over = {}
         if kind == "medium" and d_hidden >= table.get("medium_deep_from_hidden", math.inf):
-            over = {k: v for k, v in table["medium_deep"].items() if not self.params[k]}
+            over = {k: v for k, v in table["medium_deep"].items() if not self.tuning[k]}
             if over.get("gemm2_type") == "f16" and De > self.variant(kind).h16_max_cols(target):
                 del over["gemm2_type"]
             if "bpair" in over and not self.variant(kind, **over).bpair_fits(target):
@@ -404,7 +344,7 @@ class MXFP4MoE(Kernel):
 
     def reports(self, target: str) -> list[dict]:
         """Both GEMMs (the route and combine kernels have no matrix work)."""
-        from ..report import static_report
+        from ...report import static_report
         gemm2 = static_report(self.binary(target), "moe_gemm2", self.block_threads(target),
                               self.entry_smem(target)["moe_gemm2"])
         out = [self.report(target), gemm2]
@@ -459,7 +399,7 @@ class MXFP4MoE(Kernel):
             return out
         target = device_target(hidden_states.device.index if hidden_states.device.index is not None
                                else torch.cuda.current_device()).name
-        kernel = self.auto_variant(P, s.E, s.d_hidden, target, s.De) if self.params["tiles"] == "auto" else self
+        kernel = self.auto_variant(P, s.E, s.d_hidden, target, s.De) if self.tuning["tiles"] == "auto" else self
         return kernel.launch(hidden_states, w13, w13_scale, w2, w2_scale, topk_weights, topk_ids, s, out, w13_row_max, w2_row_max)
 
     def pick_tiles(self, pairs: int, experts: int, target: str) -> str:
@@ -467,7 +407,7 @@ class MXFP4MoE(Kernel):
         average over all experts, not the touched ones); "medium" (a target's half-height large
         tiles) below its `medium_below_rows`; "skinny_wide" from its `skinny_wide_from_rows` (fewer
         tiles an expert: fewer passes over its weights)."""
-        table = tiling(self.NAME, target)
+        table = tuning_table(target)
         rows = pairs / experts
         if rows < table["large_from_rows"]:
             kind = self.small_kind(target)
@@ -478,7 +418,7 @@ class MXFP4MoE(Kernel):
                w13_row_max=None, w2_row_max=None):
         """Queues the call's kernels. Everything but the pointers comes from a plan made once per
         batch layout (sizes, grids, the workspace's layout), so a call costs the host a workspace
-        allocation and the launches (R1 E257 M4, one device call: 174 -> 98 us of host time a call)."""
+        allocation and the launches."""
         launcher = self.launcher(hidden_states)
         M, width = hidden_states.shape
         k_top = topk_ids.shape[1]
@@ -522,7 +462,7 @@ class MXFP4MoE(Kernel):
     def plan(self, launcher, M: int, width: int, k_top: int, s, w2, w2_scale) -> dict:
         """One batch layout's launches: grids, K splits, which gemm2, and the workspace (routing
         tiles, x's rounded or permuted copy, h, the per-pair outputs) as byte offsets."""
-        ov = bool(self.params["overlap"])                # overlapped launches after moe_route
+        ov = bool(self.tuning["overlap"])                # overlapped launches after moe_route
         t = self.tiles(launcher.target)
         bm = t["bm"]
         P = M * k_top
@@ -536,7 +476,7 @@ class MXFP4MoE(Kernel):
         x_stride = _align(s.d_hidden, 128 if rs else MX_BLOCK) if a4w4_x or rs else width
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long and blocks are few; the rest of a block's warps split the rows
-            waves = tiling(self.NAME, launcher.target).get("split_below_waves", math.inf)
+            waves = tuning_table(launcher.target).get("split_below_waves", math.inf)
 
             def column_groups(rows, per_tile, mt, split):     # a tile's blocks: its rows over a block's
                 return -(-rows // (per_tile * t[mt] * t["warps"] // split))
@@ -565,7 +505,7 @@ class MXFP4MoE(Kernel):
         if h16 and h_cols > self.h16_max_cols(launcher.target):
             raise InputError(f"gemm2_type: 'f16' takes a stored d_expert up to {self.h16_max_cols(launcher.target)} "
                              f"on these tiles, got {s.De}; 'bf16' takes any")
-        if ov and not quantize_h and self.params["h_wait"] == "tile" and (skinny or rs):
+        if ov and not quantize_h and self.tuning["h_wait"] == "tile" and (skinny or rs):
             # f16 gemm2: the tile's last gemm1 block signals again once it has rescaled the tile's h
             h_parts = grid1 * (t["warps"] // split1) if skinny else grid1 + h16
         column_first = (skinny or rs) and t.get("raster") == "column"      # the grid's x over one tile's column groups
@@ -602,7 +542,7 @@ class MXFP4MoE(Kernel):
 
     def shared2_k(self, t: dict) -> int:
         """The largest stored d_expert moe_gemm2_shared takes (0: the module has no such kernel)."""
-        return 0 if self.params["stage2"] == "registers" else t["shared2_k"]
+        return 0 if self.tuning["stage2"] == "registers" else t["shared2_k"]
 
     def shared2_fits(self, t: dict, s, w2, w2_scale, split: int = 1) -> bool:
         """Whether the skinny gemm2 runs from shared memory (moe_gemm2_shared): the module has it
@@ -613,7 +553,7 @@ class MXFP4MoE(Kernel):
         k = self.shared2_k(t)
         fits = (bool(k) and s.De % 128 == 0 and s.De <= k and split == 1
                 and w2.data_ptr() % 16 == 0 and w2_scale.data_ptr() % 16 == 0)
-        if self.params["stage2"] == "shared" and not fits:
+        if self.tuning["stage2"] == "shared" and not fits:
             raise InputError(f"stage2: 'shared' needs a [skinny] shared2_k for this target (here {k}), the stored "
                              f"d_expert a multiple of 128 up to it (got {s.De}), no K split (got ksplit2 {split}) "
                              f"and 16-byte aligned w2 and w2_scale")
@@ -646,7 +586,7 @@ class MXFP4MoE(Kernel):
         return compare(result, want)
 
     def peers(self) -> dict:
-        """The torch path a user would write. It computes a16w4 (refs.moe.moe_torch_bf16 says why
+        """The torch path a user would write. It computes a16w4 (reference.moe_torch_bf16 says why
         there is no a4w4 one), so beside an a4w4 kernel it is checked against the a16w4 reference."""
         def torch_bf16(inputs):
             return ref.moe_torch_bf16(**_weights(inputs))
@@ -659,7 +599,7 @@ class MXFP4MoE(Kernel):
         return {"flops": c["flops"], "bytes": c["bytes"], "peak": "bf16"}
 
     def selftest(self, device: int) -> dict:
-        from ..timing import time_gpu
+        from ...timing import time_gpu
         shape = {"M": 64, "E": 33, "d_hidden": 1024, "d_expert": 256, "topk": 8, "shared": 1}
         inputs = self.make_inputs(shape, device)
         ok, detail = self.verify(inputs, self.run(inputs))

@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..errors import InputError
-from ..formats import MX_BLOCK, dequantize_mxfp4, qdq_mxfp4, quantize_mxfp4
+from ...errors import InputError
+from ...formats import MX_BLOCK, dequantize_mxfp4, qdq_mxfp4, quantize_mxfp4
 
 MODES = ("a16w4", "a4w4")
 
