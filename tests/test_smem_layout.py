@@ -16,7 +16,7 @@ from portable.kernels.mxfp4_moe import SMEM_PHASES, MXFP4MoE, TILE_KINDS
 from portable.targets import tiling
 
 # the templates whose kernels' layouts this file checks
-LAID_OUT = {"mxfp4_moe.j2", "mxfp4_moe_rs.j2"}
+LAID_OUT = {"mxfp4_moe_gemm_mma.j2", "mxfp4_moe_rs.j2"}
 
 
 def barrier_rows() -> list[str]:

@@ -1,4 +1,5 @@
-"""mxfp4_moe: fused MXFP4 mixture of experts, routing given (mxfp4_moe.j2 beside this file).
+"""mxfp4_moe: fused MXFP4 mixture of experts, routing given (mxfp4_moe.j2 beside this file, its paths
+in the templates beside it).
 
     moe = portable.load("mxfp4_moe", mode="a16w4")          # or "a4w4"
     big = portable.load("mxfp4_moe", tuning={"tiles": "large"})   # a tiling pinned (knobs: mxfp4_moe.j2)
