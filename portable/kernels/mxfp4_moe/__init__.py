@@ -19,7 +19,6 @@ as they are (a4w4 where targets.toml gives the target an `fp4_matrix`).
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -57,13 +56,6 @@ SHAPES = ([{"model": "R1 E257", "M": M, "E": 257, "d_hidden": 7168, "d_expert": 
              for M in (1, 32, 1024)])
 
 
-@functools.cache
-def tuning_table(target: str) -> dict:
-    """The target's row of tuning.toml, read once: every call reads it (pick_tiles, auto_variant),
-    so it is parsed once per target, not per call. Callers only read it."""
-    return tiling("mxfp4_moe", target)
-
-
 class MXFP4MoE(Kernel):
     NAME = "mxfp4_moe"
     TEMPLATE = "mxfp4_moe.j2"
@@ -83,7 +75,7 @@ class MXFP4MoE(Kernel):
 
     # --- per target ---------------------------------------------------------------------
     def tiles(self, target: str) -> dict:
-        table = tuning_table(target)
+        table = tiling(self.NAME, target)
         kind = self.tile_kind(target)
         if kind in SKINNY_KINDS and self.small_kind(target) != "skinny":
             raise InputError(f"tiles: {kind!r} multiplies decoded bf16 weights; {target} in mode "
@@ -112,7 +104,7 @@ class MXFP4MoE(Kernel):
         knob, else the target's tuning table) says so and the table has a [KIND_MMA] tiling
         for them (sm_90a: large, medium)."""
         path = self.matrix_path(target)
-        table = tuning_table(target)
+        table = tiling(self.NAME, target)
         kind = self.tile_kind(target)
         want = self.tuning["mma"] or table.get("mma", "sync")
         if path != "bf16" or kind in SKINNY_KINDS or want == "sync":
@@ -126,7 +118,7 @@ class MXFP4MoE(Kernel):
     def small_kind(self, target: str) -> str:
         """The tiling for decode-sized batches: "skinny" where the target has one and the call
         multiplies bf16 (the FP4 instruction paths take "small")."""
-        return "skinny" if "skinny" in tuning_table(target) and self.matrix_path(target) == "bf16" else "small"
+        return "skinny" if "skinny" in tiling(self.NAME, target) and self.matrix_path(target) == "bf16" else "small"
 
     def tile_kind(self, target: str) -> str:
         """The tiling this kernel object compiles: its `tiles`, "auto" standing for the
@@ -152,7 +144,7 @@ class MXFP4MoE(Kernel):
         the target's `medium_deep` knobs from `medium_deep_from_hidden` (tuning.toml) where
         the caller left them at 0 (gemm2 in f16 where the stored d_expert De fits it)."""
         kind = self.pick_tiles(pairs, experts, target)
-        table = tuning_table(target)
+        table = tiling(self.NAME, target)
         over = {}
         if kind == "medium" and d_hidden >= table.get("medium_deep_from_hidden", math.inf):
             over = {k: v for k, v in table["medium_deep"].items() if not self.tuning[k]}
@@ -408,7 +400,7 @@ class MXFP4MoE(Kernel):
         average over all experts, not the touched ones); "medium" (a target's half-height large
         tiles) below its `medium_below_rows`; "skinny_wide" from its `skinny_wide_from_rows` (fewer
         tiles an expert: fewer passes over its weights)."""
-        table = tuning_table(target)
+        table = tiling(self.NAME, target)
         rows = pairs / experts
         if rows < table["large_from_rows"]:
             kind = self.small_kind(target)
@@ -477,7 +469,7 @@ class MXFP4MoE(Kernel):
         x_stride = _align(s.d_hidden, 128 if rs else MX_BLOCK) if a4w4_x or rs else width
         skinny = self.skinny(launcher.target)
         if skinny:      # warps split K where it is long and blocks are few; the rest of a block's warps split the rows
-            waves = tuning_table(launcher.target).get("split_below_waves", math.inf)
+            waves = tiling(self.NAME, launcher.target).get("split_below_waves", math.inf)
 
             def column_groups(rows, per_tile, mt, split):     # a tile's blocks: its rows over a block's
                 return -(-rows // (per_tile * t[mt] * t["warps"] // split))
