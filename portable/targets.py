@@ -78,8 +78,8 @@ def instruction_classes(vendor: str) -> dict[str, str]:
 
 
 def tiling(kernel: str, target: str) -> dict:
-    """A kernel's tuning for a target: its package's tuning.toml (targets.toml [tiling.KERNEL]
-    for a kernel not yet moved there); a target with none takes the target it is `like`."""
+    """A kernel's tuning for a target, from its package's tuning.toml; a target with none takes
+    the target it is `like`."""
     table = _tuning_table(kernel)
     if target not in table and target in target_rows() and like(target):
         target = like(target)
@@ -90,10 +90,10 @@ def tiling(kernel: str, target: str) -> dict:
 def _tuning_table(kernel: str) -> dict:
     # read once: kernels look their tiling up on every call
     own = Path(__file__).resolve().parent / "kernels" / kernel / "tuning.toml"
-    if own.exists():
-        with open(own, "rb") as f:
-            return tomllib.load(f)
-    return load_toml("targets.toml").get("tiling", {}).get(kernel, {})
+    if not own.exists():
+        return {}
+    with open(own, "rb") as f:
+        return tomllib.load(f)
 
 
 def target_for_arch(arch: str) -> Target:

@@ -390,7 +390,7 @@ class MLADecode(Kernel):
         return {**ref.mla_cost(qo, kvp, shape["h"], self.params["kv_format"], with_lse=True), "peak": "bf16"}
 
     def selftest(self, device: int) -> dict:
-        from ..timing import time_gpu
+        from ...timing import time_gpu
         shape = {"B": 16, "L": 4097, "q_len": 2, "h": 16}
         inputs = self.make_inputs(shape, device)
         ok, detail = self.verify(inputs, self.run(inputs))

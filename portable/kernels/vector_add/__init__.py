@@ -118,7 +118,7 @@ class VectorAdd(Kernel):
 
     def selftest(self, device: int, n: int = (1 << 24) + 3) -> dict:
         """Fresh random inputs, poisoned output, compare, then time: one line of `portable check`."""
-        from ..timing import time_gpu
+        from ...timing import time_gpu
         gen = torch.Generator(device=f"cuda:{device}").manual_seed(torch.seed() % (1 << 31))
         a = torch.randn(n, device=f"cuda:{device}", dtype=self.dtype.torch, generator=gen)
         b = torch.randn(n, device=f"cuda:{device}", dtype=self.dtype.torch, generator=gen)
