@@ -15,7 +15,8 @@ header it pulls in has anything the port left untranslated (names, headers, mask
 assembly, and every other header it includes is a HIP runtime header or a C/C++ standard one
 (hipcc has those; the offline compile finds this machine's, with clang's builtin headers added
 unless --no-std-headers). Libraries that are not on the offline path (CUTLASS, CuTe, torch,
-hipCUB, ...) keep a file out. Printed: files ported and their counts, device files, those that
+hipCUB, ...) keep a file out, and so does a header that is not self-contained (it fails on a
+name the project defines in a header it does not include: it would not compile alone on CUDA either). Printed: files ported and their counts, device files, those that
 use only APIs with HIP equivalents, how many of each compile, and why the others are out.
 
 --hipify-perl runs HIPIFY's perl script (not on PyPI: bring a copy) over the same files and
@@ -37,7 +38,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from portable import port
-from portable.port_translate import CUDA_LOOKING, FULL64, blank, call_args, mask_value, rules
+from portable.port_translate import CUDA_LOOKING, FULL64, blank, call_args, defined_names, mask_value, rules
 
 VENDORED = ("3rdparty", "third_party", "thirdparty", "vendor", "external")
 DEVICE = re.compile(r"\b__(?:global|device)__\b")
@@ -185,13 +186,18 @@ def run_sdist(spec: str, cache: Path, target: str, jobs: int, rows: list) -> dic
     with ProcessPoolExecutor(jobs) as pool:
         errors = list(pool.map(_compile, [(text, target) for _, text, _, _ in units]))
     summary, reasons, failures = Counter(files=len(files), device_files=len(device)), Counter(), Counter()
-    for (path, _, blockers, std), error in zip(units, errors):
+    for (path, text, blockers, std), error in zip(units, errors):
+        # a header that uses a name the project defines in a header it does not include fails
+        # alone on CUDA too: it is not a standalone file, whatever the port did
+        missing = re.search(r"undeclared identifier '(\w+)'", error)
+        if missing and missing.group(1) in defined and missing.group(1) not in defined_names(blank(text)):
+            blockers[f"not self-contained (uses {missing.group(1)} from a header it does not include)"] += 1
         eligible = not blockers
         summary["eligible"] += eligible
         summary["eligible_std"] += eligible and bool(std)
         summary["compiled"] += not error
         summary["eligible_compiled"] += eligible and not error
-        reasons.update(blockers.keys())
+        reasons.update(k.split(" (uses")[0] for k in blockers)
         if eligible and error:
             failures[re.sub(r"^\S+:\d+:\d+: ", "", error)[:120]] += 1
         rows.append({"sdist": spec, "file": str(path.relative_to(out)), "eligible": int(eligible),

@@ -27,7 +27,17 @@ from .port_translate import blank, defined_names, translate
 from .targets import all_targets, get_target
 
 COUNTS = ("names", "headers", "masks", "launches", "findings", "untranslated")
-RTC_GUARD = ("#if !defined(__HIPCC_RTC__)  // hipRTC pre-includes its own runtime header", "#endif")
+# HIP runtime includes are for hipcc; hipRTC pre-includes hiprtc_runtime.h instead, which lacks
+# the <stdint.h> types hip_runtime.h brings (it has them only as __hip_int8_t, ...: checked, ROCm
+# 7.2's header). They are spelt as glibc's <stdint.h> spells them for hipcc on Linux (LP64), so a
+# real <stdint.h> after them is a redefinition to the same type, not a conflict.
+_STDINT = (("int8_t", "signed char"), ("int16_t", "short"), ("int32_t", "int"), ("int64_t", "long"),
+           ("uint8_t", "unsigned char"), ("uint16_t", "unsigned short"), ("uint32_t", "unsigned int"),
+           ("uint64_t", "unsigned long"))
+RTC_GUARD = ("#if !defined(__HIPCC_RTC__)  // hipRTC pre-includes its own runtime header",
+             "#else  // which lacks the <stdint.h> types hip_runtime.h brings",
+             " ".join(f"typedef {c} {t};" for t, c in _STDINT),
+             "#endif")
 _REPORTED = ("untranslated", "ballot-width")          # notes also listed on stderr
 
 
@@ -93,7 +103,7 @@ def annotate(text: str, comments: dict[int, list[str]], guard: set[int] = frozen
             out.append(RTC_GUARD[0] + eol)
         out.append(line)
         if number in guard and number + 1 not in guard:
-            out.append(("" if line.endswith("\n") else "\n") + RTC_GUARD[1] + eol)
+            out.append(("" if line.endswith("\n") else "\n") + eol.join(RTC_GUARD[1:]) + eol)
     return "".join(out)
 
 

@@ -262,7 +262,7 @@ def translate(text: str, amd: tuple[str, ...] = ("gfx942", "gfx950"), launch: st
 
 
 _CHAIN = re.compile(r"(?<![\w.])(?<!->)[A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*")
-_DEFINED = re.compile(r"#\s*define\s+(\w+)|\b(?:struct|class|enum|union)\s+(\w+)|\btypedef\b[^;]*?(\w+)\s*;|\busing\s+(\w+)\s*=")
+_DEFINED = re.compile(r"#\s*define\s+(\w+)|\b(?:struct|class|enum|union|namespace)\s+(\w+)|\btypedef\b[^;]*?(\w+)\s*;|\busing\s+(\w+)\s*=")
 # a variable or parameter the file declares: `int cudaMalloc_count = 1`, `(cudaStream_t s)`
 _DECLARED = re.compile(r"(?:(?<![\w])(?!return\b|case\b|throw\b|else\b|goto\b|delete\b|new\b|sizeof\b)[A-Za-z_]\w*[\s*&]+"
                        r"|[*&]\s*|(?<!-)>\s*)([A-Za-z_]\w*)\s*(?=[=;,\[)]|\{)|,\s*([A-Za-z_]\w*)\s*=(?!=)")
@@ -364,6 +364,10 @@ def _calls(t: _Text, r: Rules, out: Result) -> None:
             out.counts["masks" if name.endswith("_sync") or name == "__syncwarp" else "names"] += 1
         if name in ("__ballot_sync", "__activemask"):
             _ballot_context(t, r, out, s, end, widened)
+            if not lanes_by_warpsize:
+                out.notes.append(Note(line, "ballot-width", "lanes are counted in 32s here, but a wave votes in 64 "
+                                      "bits: lanes 32-63 are bits 32-63, so a lane mask made from a 32-lane index "
+                                      "needs shifting by (__lane_id() & 32) in the upper half"))
     # a __popc / __ffs of a widened variable takes the 64-bit form too
     for m in reversed([m for m in re.finditer(r"(?<![\w.])(\w+)\s*\(", t.code) if m.group(1) in r.mask_fns]):
         spans, _ = call_args(t.code, m.end() - 1)
@@ -444,7 +448,7 @@ def _includes(t: _Text, r: Rules, out: Result, rename_cu: bool) -> None:
                 out.rtc_guard.add(line)
         elif row and not row[1]:
             out.notes.append(Note(line, "untranslated", f"<{name}>: {row[2]['hip']}"))
-        elif not row and re.match(r"(?:cuda|cu[a-z]+\.h|cu[a-z]+_|nv|cub/|cooperative_groups|mma\.h|sm_\d)", name):
+        elif not row and head.group(2) == "<" and re.match(r"(?:cuda|cu[a-z]+\.h|cu[a-z]+_|nv|cub/|cooperative_groups|mma\.h|sm_\d)", name):
             out.notes.append(Note(line, "untranslated", f"<{name}>: no header row of the table maps it"))
         elif rename_cu and head.group(2) == '"' and name.endswith(".cu"):
             t.edit(start, start + len(head.group(3)), name[:-3] + ".hip")

@@ -4,7 +4,6 @@ import csv
 import io
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ def notes(text, **kw):
     return [(n.line, n.rule, n.message) for n in translate(text, **kw).notes]
 
 
-def run_cli(*argv, capsys=None):
+def run_cli(*argv):
     parser = Parser(prog="portable")
     port.add_cli(parser.add_subparsers())
     args = parser.parse_args(["port", *map(str, argv)])
@@ -162,6 +161,13 @@ def test_ballot_results_are_widened_to_64_bits():
     assert "__popcll(__ballot(v > 1))" in out and "auto a = __ballot(v > 2)" in out
     assert "const unsigned long long c = __ballot(v > 3)" in out and "__ffsll(c)" in out
     assert notes(WAVE.format(body)) == []
+
+
+def test_a_ballot_where_lanes_are_counted_in_32s_is_reported():
+    src = WARP32.format("unsigned m = __ballot_sync(0xffffffff, v > 0); return m;")
+    assert "unsigned long long m = __ballot(v > 0)" in hip(src)
+    (_, rule, message), = notes(src)
+    assert rule == "ballot-width" and "(__lane_id() & 32)" in message
 
 
 def test_a_ballot_of_unknown_width_is_reported():

@@ -14,7 +14,7 @@ __device__ __forceinline__ float reduce_sum(float v) {
 extern "C" __global__ void row_sum(const __half* __restrict__ x, float* __restrict__ out, int cols) {
     const __half* row = x + (size_t)blockIdx.x * cols;
     float acc = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    for (uint32_t c = threadIdx.x; c < (uint32_t)cols; c += blockDim.x)   // uint32_t: from the runtime header
         acc += __half2float(row[c]);
     acc = reduce_sum(acc);
     __syncwarp();
