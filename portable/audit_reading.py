@@ -105,9 +105,10 @@ def _spaces(chars: list, start: int, end: int) -> None:
             chars[k] = " "
 
 
-def _call_args(code: str, open_paren: int) -> tuple[list[tuple[int, str]], int]:
-    """Top-level arguments (offset, text) of the call whose '(' is at `open_paren`, and the end."""
-    depth, start, args = 0, open_paren + 1, []
+def call_spans(code: str, open_paren: int) -> tuple[list[tuple[int, int]], int]:
+    """(start, end) spans of the top-level arguments of the call whose '(' is at `open_paren`,
+    and the offset after its ')'; ([], -1) when it does not close."""
+    depth, start, spans = 0, open_paren + 1, []
     for k in range(open_paren, len(code)):
         ch = code[k]
         if ch in "([{":
@@ -115,12 +116,22 @@ def _call_args(code: str, open_paren: int) -> tuple[list[tuple[int, str]], int]:
         elif ch in ")]}":
             depth -= 1
             if depth == 0:
-                args.append((start, code[start:k]))
-                return [(o + len(a) - len(a.lstrip()), a.strip()) for o, a in args if a.strip()], k + 1
+                if code[start:k].strip():
+                    spans.append((start, k))
+                return spans, k + 1
         elif ch == "," and depth == 1:
-            args.append((start, code[start:k]))
+            spans.append((start, k))
             start = k + 1
-    return [], len(code)
+    return [], -1
+
+
+def _call_args(code: str, open_paren: int) -> tuple[list[tuple[int, str]], int]:
+    """Top-level arguments (offset, text) of the call whose '(' is at `open_paren`, and the end."""
+    spans, end = call_spans(code, open_paren)
+    if end < 0:
+        return [], len(code)
+    args = [(s, code[s:e]) for s, e in spans]
+    return [(o + len(a) - len(a.lstrip()), a.strip()) for o, a in args if a.strip()], end
 
 
 # ---------------------------------------------------------------- constant expressions

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from .audit import evaluate
+from .audit_reading import call_spans as call_args
 from .data import load_table
 
 ID = re.compile(r"[A-Za-z_]\w*")
@@ -194,26 +195,6 @@ class _Text:
         self.text = self.text[:start] + new + self.text[end:]
         self.code = self.code[:start] + blank(new) + self.code[end:]
         return start + len(new)
-
-
-def call_args(code: str, open_paren: int) -> tuple[list[tuple[int, int]], int]:
-    """(start, end) spans of the top-level arguments of the call whose '(' is at `open_paren`,
-    and the offset after its ')'; ([], -1) when it does not close."""
-    depth, start, spans = 0, open_paren + 1, []
-    for k in range(open_paren, len(code)):
-        ch = code[k]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                if code[start:k].strip():
-                    spans.append((start, k))
-                return spans, k + 1
-        elif ch == "," and depth == 1:
-            spans.append((start, k))
-            start = k + 1
-    return [], -1
 
 
 def _keep_lines(arg: str) -> str:
