@@ -8,6 +8,7 @@ import ctypes
 import functools
 
 from ..errors import LaunchError, ToolchainMissing
+from . import launch_stub
 
 name = "cuda"
 
@@ -78,12 +79,35 @@ def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_by
 
 
 # The launch call itself, for the hot path in portable.kernels.base.Launcher:
-# LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)
+# launch_function()(launch_handle(function), gx, gy, gz, bx, by, bz, smem, stream_handle(raw),
+#                   kernelParams, EXTRA) -> err
 EXTRA = 0
 
 
+@functools.cache
+def _launcher():
+    """(launch, function handle, stream handle): the C stub with plain ints where it builds
+    (launch_stub.py), else the binding with its own handle objects."""
+    stub = launch_stub.bind("libcuda.so.1", "cuLaunchKernel")
+    if stub is not None:
+        return stub, int, int
+    binding = _cu().cuLaunchKernel
+    # a CUstream object rather than an int saves the binding a conversion on every launch
+    return (lambda *args: binding(*args)[0]), (lambda function: function), _cu().CUstream
+
+
 def launch_function():
-    return _cu().cuLaunchKernel
+    return _launcher()[0]
+
+
+def launch_handle(function):
+    """The function as launch_function() takes it."""
+    return _launcher()[1](function)
+
+
+def stream_handle(raw: int):
+    """torch's raw stream pointer as launch_function() takes it."""
+    return _launcher()[2](raw)
 
 
 @functools.cache
@@ -114,14 +138,8 @@ def launch_overlapped(function, grid, block, smem, stream, params) -> int:
         config.blockDimX, config.blockDimY, config.blockDimZ = block
         config.sharedMemBytes = smem
         config.attrs, config.numAttrs = _overlap_attrs(), 1
-    config.hStream = stream
+    config.hStream = stream if isinstance(stream, cu.CUstream) else cu.CUstream(stream)
     return cu.cuLaunchKernelEx(config, function, params, 0)[0]
-
-
-def stream_handle(raw: int):
-    """torch's raw stream pointer as the binding's CUstream: passing the object instead of
-    an int saves cuda-python a conversion on every launch (about 1.6 us measured on H100)."""
-    return _cu().CUstream(raw)
 
 
 def raise_for(err, what: str) -> None:

@@ -57,13 +57,21 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
     mod.max_dynamic_smem_attr); the caller has already checked nbytes against the target."""
 
 
-# The launch call itself, for the hot path in portable.kernels.base.Launcher:
-# LAUNCH(function, gx, gy, gz, bx, by, bz, smem, stream, kernelParams, EXTRA) -> (err,)
+# The launch call itself, for the hot paths (portable.program, portable.kernels.base):
+# launch_function()(launch_handle(function), gx, gy, gz, bx, by, bz, smem, stream_handle(raw),
+#                   kernelParams, EXTRA) -> err
+# Through hip-python's binding (the C stub cuda_driver uses is not wired here: no ROCm machine
+# here to check hip-python's handles as ints).
 EXTRA = None
 
 
 def launch_function():
-    return _hip().hipModuleLaunchKernel
+    binding = _hip().hipModuleLaunchKernel
+    return lambda *args: binding(*args)[0]
+
+
+def launch_handle(function):
+    return function
 
 
 def launch_overlapped(function, grid, block, smem, stream, params) -> int:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call: install the checkout (no network there: --no-deps, no build isolation),
-# run the GPU tests, the benchmarks and the main job; logs land in $OUT.
+# run the GPU tests (PYTEST_WORKERS=N: N pytest-xdist workers), the benchmarks and the main job;
+# logs land in $OUT.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 # the tree travels without .git: the caller passes the commit as the first argument "commit=HASH"
@@ -12,7 +13,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then python3 -m pip install -q --no-deps 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 for step in "$@"; do
   case "$step" in
-    tests)  python3 -m pytest -q -m gpu tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15 ;;
+    tests)  python3 -m pytest -q -m gpu ${PYTEST_WORKERS:+-n $PYTEST_WORKERS} tests 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15 ;;
     tests:*) python3 -m pytest -q -m gpu "tests/test_${step#tests:}_gpu.py" 2>&1 | tee "$OUT/pytest_${step#tests:}.log" | tail -15 ;;
     pytest:*) files=${step#pytest:}; python3 -m pytest -q -m gpu ${files//,/ } 2>&1 | tee -a "$OUT/pytest_some.log" | tail -25 ;;   # pytest:FILE[,FILE...]
     examples) python3 -m pytest -q -m gpu tests/test_example_*.py 2>&1 | tee "$OUT/pytest_examples.log" | tail -25 ;;

@@ -11,10 +11,12 @@ variants take turns round by round and each reports its median round. Rows:
   portable axpby()      the face allocating its output (torch.empty_like)
   cupy raw              RawKernel((grid,), (block,), args) on preallocated CuPy views of the same memory
   cupy + alloc          cupy.empty_like, then the RawKernel
-  binding launch        cuLaunchKernel through cuda-python with a kept CUstream, as portable launches
+  stub launch           cuLaunchKernel through backends/launch_stub.c, as portable launches where it builds
+  binding launch        cuLaunchKernel through cuda-python with a kept CUstream (portable's fallback;
+                        run with PORTABLE_LAUNCH=binding to time the portable rows on it)
   ctypes launch         cuLaunchKernel through ctypes (measured slower: bench/NOTES.md, launch overhead)
   ctypes, objects made once   the same without argtypes, the handles as ctypes objects made once
-The last two launch the same function with the same packed arguments, nothing else.
+The last four launch the same function with the same packed arguments, nothing else.
 """
 from __future__ import annotations
 
@@ -80,6 +82,9 @@ def main():
     bare = ctypes.CDLL("libcuda.so.1").cuLaunchKernel        # no argtypes: ctypes objects made once
     bare.restype = ctypes.c_int
     c_fn, c_stream, c_params = ctypes.c_void_p(handle), ctypes.c_void_p(stream), ctypes.c_void_p(packer.address)
+    from portable.backends import launch_stub
+    stub = launch_stub.bind("libcuda.so.1", "cuLaunchKernel")
+    print(f"portable launches through: {launch_stub.status()}")
 
     def cupy_alloc():
         o = cupy.empty_like(cx)
@@ -91,10 +96,12 @@ def main():
         "portable axpby()": lambda: ax.axpby(x, y, a, b),
         "cupy raw": lambda: ck((grid,), (block,), (cx, cy, cout, ca, cb, cn)),
         "cupy + alloc": cupy_alloc,
+        "stub launch": (lambda: stub(handle, grid, 1, 1, block, 1, 1, 0, stream, packer.address, 0)) if stub else None,
         "binding launch": lambda: cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, cu_stream, packer.address, 0),
         "ctypes launch": lambda: fast(handle, grid, 1, 1, block, 1, 1, 0, stream, packer.address, None),
         "ctypes, objects made once": lambda: bare(c_fn, grid, 1, 1, block, 1, 1, 0, c_stream, c_params, None),
     }
+    variants = {name: f for name, f in variants.items() if f is not None}
     times = {name: [] for name in variants}
     for _ in range(3):                         # warm-up: every path built, loaded and cached
         for f in variants.values():
@@ -108,7 +115,8 @@ def main():
             times[name].append((time.perf_counter() - t) / args.calls * 1e6)
             torch.cuda.synchronize()
     med = {name: statistics.median(v) for name, v in times.items()}
-    rows = [f"launch overhead, axpby float32 n={n}, {torch.cuda.get_device_name(0)}, median of {args.rounds} rounds x {args.calls} calls",
+    rows = [f"launch overhead, axpby float32 n={n}, {torch.cuda.get_device_name(0)}, median of {args.rounds} rounds x {args.calls} calls, "
+            f"portable launching through {'the C stub' if launch_stub.status() == 'stub' else 'the binding'}",
             f"{'variant':24s} {'us/call':>8s} {'spread':>14s} {'vs cupy':>8s}"]
     for name, v in times.items():
         peer = med["cupy + alloc"] if name == "portable axpby()" else med["cupy raw"]
@@ -116,7 +124,8 @@ def main():
     text = "\n".join(rows)
     print(text)
     if args.out:
-        (pathlib.Path(args.out) / "launch_overhead.txt").write_text(text + "\n")
+        with open(pathlib.Path(args.out) / "launch_overhead.txt", "a") as f:
+            f.write(text + "\n\n")
 
 
 if __name__ == "__main__":

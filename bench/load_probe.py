@@ -264,9 +264,9 @@ def main():
 
                     def run():
                         w = bufs[turn[0]]
-                        err = launch(fn, grid, 1, 1, 128, 1, 1, smem,
+                        err = launch(cuda_driver.launch_handle(fn), grid, 1, 1, 128, 1, 1, smem,
                                      cuda_driver.stream_handle(torch.cuda.current_stream().cuda_stream),
-                                     pk.pack((w.data_ptr(), args.row_bytes, out.data_ptr(), args.rows)), 0)[0]
+                                     pk.pack((w.data_ptr(), args.row_bytes, out.data_ptr(), args.rows)), 0)
                         cuda_driver.raise_for(err, "probe")
                     us = time_us(run)
                     rows.append((name, work, depth, bps, us, nbytes / us / 1e6))

@@ -326,12 +326,12 @@ class Entry(dict):
             st.raw, st.stream = raw, st.runtime.stream_handle(raw)
         if st.check_device and current_device() != device:
             with torch.cuda.device(device):
-                err = st.call(st.function, *grid, *block, smem, st.stream, packer.address, st.extra)[0]
+                err = st.call(st.handle, *grid, *block, smem, st.stream, packer.address, st.extra)
         else:
-            err = st.call(st.function, *grid, *block, smem, st.stream, packer.address, st.extra)[0]
+            err = st.call(st.handle, *grid, *block, smem, st.stream, packer.address, st.extra)
         if err:
             st.runtime.make_current(device)      # a thread torch has not used yet: bind its context, retry once
-            err = st.call(st.function, *grid, *block, smem, st.stream, packer.address, st.extra)[0]
+            err = st.call(st.handle, *grid, *block, smem, st.stream, packer.address, st.extra)
             if err:
                 st.runtime.raise_for(err, f"launch of {self.name} grid {grid} block {block} smem {smem} on cuda:{device}")
 
@@ -353,10 +353,11 @@ class Entry(dict):
 class _OnDevice:
     """What a launch of one entry on one device reads: kept together so the hot path reads
     attributes of one object."""
-    __slots__ = ("runtime", "function", "call", "extra", "smem", "raw", "stream", "check_device")
+    __slots__ = ("runtime", "function", "handle", "call", "extra", "smem", "raw", "stream", "check_device")
 
     def __init__(self, loaded: "_Loaded", function):
         self.runtime, self.function = loaded.runtime, function
+        self.handle = loaded.runtime.launch_handle(function)
         self.call, self.extra = loaded.runtime.launch_function(), loaded.runtime.EXTRA
         self.smem = loaded.target.dynamic_smem_default
         self.raw, self.stream = None, None
@@ -457,7 +458,7 @@ def _make_call(entry: Entry):
         "    raw = current_stream(dev)",
         "    if raw != st.raw:",
         "        st.raw, st.stream = raw, st.runtime.stream_handle(raw)",
-        "    if st.call(st.function, gx, gy, gz, bx, by, bz, smem, st.stream, p.address, st.extra)[0]:",
+        "    if st.call(st.handle, gx, gy, gz, bx, by, bz, smem, st.stream, p.address, st.extra):",
         "        launch(dev, (gx, gy, gz), (bx, by, bz), smem, values)",
     ]
     exec("\n".join(body), env)      # noqa: S102 - code written above from the parsed signature only

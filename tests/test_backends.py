@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from portable.backends import cuda_driver, hip_runtime, hiprtc
+from portable.backends import cuda_driver, hip_runtime, hiprtc, launch_stub
 from portable.backends.params import ParamPacker
 from portable.data import load_table
 from portable.errors import CompileError, LaunchError
@@ -34,13 +34,22 @@ class Recorder:
         return call
 
 
+@pytest.fixture
+def binding_launch(monkeypatch):
+    """Launches through the bindings (the fakes below), not the C stub."""
+    monkeypatch.setattr(launch_stub, "bind", lambda library, symbol: None)
+    cuda_driver._launcher.cache_clear()
+    yield
+    cuda_driver._launcher.cache_clear()
+
+
 @pytest.mark.parametrize("backend,fake_name", [(cuda_driver, "_cu"), (hip_runtime, "_hip")])
-def test_load_get_launch_in_the_same_order(backend, fake_name, monkeypatch):
+def test_load_get_launch_in_the_same_order(backend, fake_name, monkeypatch, binding_launch):
     fake = Recorder()
     monkeypatch.setattr(backend, fake_name, lambda: fake)
     module = backend.load(b"CODE", 0)
     function = backend.get_function(module, "vector_add")
-    backend.launch_function()(function, 3, 1, 1, 256, 1, 1, 0, 1234, 5678, backend.EXTRA)
+    backend.launch_function()(backend.launch_handle(function), 3, 1, 1, 256, 1, 1, 0, 1234, 5678, backend.EXTRA)
     names = [n for n, _ in fake.calls]
     launch = names[-1]
     assert launch in ("cuLaunchKernel", "hipModuleLaunchKernel")
@@ -53,10 +62,10 @@ def test_load_get_launch_in_the_same_order(backend, fake_name, monkeypatch):
 
 @pytest.mark.parametrize("backend,fake_name,launch", [(cuda_driver, "_cu", "cuLaunchKernel"),
                                                        (hip_runtime, "_hip", "hipModuleLaunchKernel")])
-def test_launch_failure_raises_with_the_call_named(backend, fake_name, launch, monkeypatch):
+def test_launch_failure_raises_with_the_call_named(backend, fake_name, launch, monkeypatch, binding_launch):
     fake = Recorder(fail={launch})
     monkeypatch.setattr(backend, fake_name, lambda: fake)
-    err = backend.launch_function()("<f>", 3, 1, 1, 64, 1, 1, 0, 0, 0, backend.EXTRA)[0]
+    err = backend.launch_function()("<f>", 3, 1, 1, 64, 1, 1, 0, 0, 0, backend.EXTRA)
     assert err == 7 and fake.calls[-1][0] == launch
     with pytest.raises(LaunchError, match=r"launch of \(3, 1, 1\) failed: 7 \(boom\)"):
         backend.raise_for(err, "launch of (3, 1, 1)")

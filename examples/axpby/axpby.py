@@ -22,6 +22,7 @@ _TEMPLATE = Path(__file__).with_name("axpby.j2")
 _PROGRAMS = {dt: portable.load(_TEMPLATE, dtype=dt, block=BLOCK) for dt in (torch.float32, torch.bfloat16, torch.float16)}
 _PER_BLOCK = {dt: BLOCK * (16 // dt.itemsize) for dt in _PROGRAMS}    # one 16-byte vector a thread
 _ENTRIES: dict = {}                                                   # dtype -> its kernel, on first use
+_LAUNCH: dict = {}                                                    # dtype -> (kernel, elements a block)
 
 
 def program(dtype: torch.dtype) -> portable.Program:
@@ -52,14 +53,15 @@ def axpby(x: torch.Tensor, y: torch.Tensor, a: float = 1.0, b: float = 1.0,
         raise portable.InputError(f"out: expected x's shape {tuple(shape)}, got {tuple(out.shape)}")
     if y.shape != shape:
         raise portable.InputError(f"y: expected x's shape {tuple(shape)}, got {tuple(y.shape)}")
-    k = _ENTRIES.get(x.dtype)
-    if k is None:
-        if x.dtype not in _PROGRAMS:
-            raise portable.InputError(f"x: expected dtype float32, bfloat16 or float16, got {x.dtype}")
-        k = entry(x.dtype)
+    dt = x.dtype
+    kp = _LAUNCH.get(dt)
+    if kp is None:
+        if dt not in _PROGRAMS:
+            raise portable.InputError(f"x: expected dtype float32, bfloat16 or float16, got {dt}")
+        kp = _LAUNCH[dt] = (entry(dt), _PER_BLOCK[dt])
     n = x.numel()
     if n:
-        k[-(-n // _PER_BLOCK[x.dtype]), BLOCK](x, y, out, a, b, n)
+        kp[0][-(-n // kp[1]), BLOCK](x, y, out, a, b, n)
     return out
 
 

@@ -22,7 +22,7 @@ class Launcher:
     """One kernel loaded on one device: packs arguments and launches on torch's current stream.
 
     __call__ is the hot path of every kernel call: one frame, no allocation beyond the
-    driver binding's own."""
+    launch call's own."""
 
     def __init__(self, kernel: "Kernel", device_index: int):
         self.device_index = device_index
@@ -31,6 +31,7 @@ class Launcher:
         self.runtime = runtime = backends.runtime_for(target)
         self.module = runtime.load(binary.code, device_index)
         self.function = runtime.get_function(self.module, kernel.ENTRY)
+        self.handle = runtime.launch_handle(self.function)
         if kernel.DYNAMIC_SMEM:
             runtime.set_max_dynamic_smem(self.function, kernel.dynamic_smem(target))
         self.raw_launch = runtime.launch_function()
@@ -67,8 +68,8 @@ class Launcher:
                     return self.launch_checked(grid, block, smem)
             raw = current_stream(index)
             stream = self._stream if raw == self._stream_raw else self.stream()
-            err = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                                  stream, packer.address, self.extra)[0]
+            err = self.raw_launch(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                  stream, packer.address, self.extra)
             if err:
                 # a thread torch has not used yet has no current context: bind it and retry once
                 self.runtime.make_current(index)
@@ -83,8 +84,8 @@ class Launcher:
         def enqueue():
             if overlap:
                 return self.runtime.launch_overlapped(function, grid, block, smem, self.stream(), packer.address)
-            return self.raw_launch(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                                   self.stream(), packer.address, self.extra)[0]
+            return self.raw_launch(self.runtime.launch_handle(function), grid[0], grid[1], grid[2], block[0],
+                                   block[1], block[2], smem, self.stream(), packer.address, self.extra)
         with packer.lock:
             packer.pack(args)
             if self.check_device and current_device() != self.device_index:
@@ -101,8 +102,8 @@ class Launcher:
     def launch_checked(self, grid, block, smem):
         """The slow path (another device, a retry): same launch, error raised with the call named."""
         index = self.device_index
-        err = self.raw_launch(self.function, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                              self.stream(), self.packer.address, self.extra)[0]
+        err = self.raw_launch(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                              self.stream(), self.packer.address, self.extra)
         if err:
             self.runtime.raise_for(err, f"launch of {grid} x {block} (smem {smem}) on device {index}")
 

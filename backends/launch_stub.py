@@ -1,0 +1,85 @@
+"""The launch stub (launch_stub.c): built once with the host's C compiler into the cache,
+then loaded as an extension module. Where it cannot be built (no compiler, no Python
+headers) or PORTABLE_LAUNCH=binding is set, `bind` returns None and the runtimes launch
+through their Python bindings; `status()` says which and why (`portable doctor` shows it).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from ..cache import cache_dir
+
+SOURCE = Path(__file__).with_name("launch_stub.c")
+_why_not: list[str] = []
+
+
+def _compiler() -> list[str] | None:
+    cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
+    for name in (cc, "cc", "gcc", "clang"):
+        found = shutil.which(name)
+        if found:
+            return [found]
+    return None
+
+
+@functools.cache
+def module():
+    """The built stub module, or None (the reason in status())."""
+    if os.environ.get("PORTABLE_LAUNCH", "") == "binding":
+        _why_not.append("PORTABLE_LAUNCH=binding")
+        return None
+    source = SOURCE.read_bytes()
+    include = sysconfig.get_paths()["include"]
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    tag = hashlib.sha256(source + include.encode() + suffix.encode()).hexdigest()[:16]
+    path = cache_dir() / "launch" / f"portable_launch_stub_{tag}{suffix}"
+    if not path.exists():
+        cc = _compiler()
+        if cc is None:
+            _why_not.append("no C compiler (cc, gcc or clang) on PATH")
+            return None
+        if not (Path(include) / "Python.h").exists():
+            _why_not.append(f"no Python headers (Python.h) in {include}")
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+            built = Path(tmp) / path.name
+            run = subprocess.run(cc + ["-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(built)],
+                                 capture_output=True, text=True)
+            if run.returncode:
+                _why_not.append(f"{cc[0]} failed: {run.stderr.strip()[-400:]}")
+                return None
+            os.replace(built, path)         # atomic: another process building it too is fine
+    loader = importlib.machinery.ExtensionFileLoader("portable_launch_stub", str(path))
+    spec = importlib.util.spec_from_file_location("portable_launch_stub", path, loader=loader)
+    stub = importlib.util.module_from_spec(spec)
+    loader.exec_module(stub)
+    return stub
+
+
+def bind(library: str, symbol: str):
+    """A launcher calling `symbol` of the shared library `library` through the stub, or None."""
+    stub = module()
+    if stub is None:
+        return None
+    try:
+        address = ctypes.cast(getattr(ctypes.CDLL(library), symbol), ctypes.c_void_p).value
+    except (OSError, AttributeError) as e:
+        _why_not.append(f"{library}: {e}")
+        return None
+    return stub.bind(address)
+
+
+def status() -> str:
+    """'stub' or 'binding (why)'."""
+    return "stub" if module() is not None and not _why_not else f"binding ({'; '.join(_why_not)})"
