@@ -8,7 +8,7 @@ import ctypes
 import functools
 
 from ..errors import LaunchError, ToolchainMissing
-from . import launch_stub
+from . import launch_stub, params
 
 name = "cuda"
 
@@ -78,36 +78,19 @@ def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_by
     return ctypes.string_at(tmap.getPtr(), 128)
 
 
-# The launch call itself, for the hot path in portable.kernels.base.Launcher:
-# launch_function()(launch_handle(function), gx, gy, gz, bx, by, bz, smem, stream_handle(raw),
-#                   kernelParams, EXTRA) -> err
+# launcher(): the launch call of every kernel (portable.program, portable.kernels.base)
 EXTRA = 0
 
 
-@functools.cache
-def _launcher():
-    """(launch, function handle, stream handle): the C stub with plain ints where it builds
-    (launch_stub.py), else the binding with its own handle objects."""
-    stub = launch_stub.bind("libcuda.so.1", "cuLaunchKernel")
-    if stub is not None:
-        return stub, int, int
+def launcher(function, kinds: tuple[str, ...]):
+    """go(gx, gy, gz, bx, by, bz, smem, raw_stream, *values) -> err for one kernel: the C stub
+    where it builds (launch_stub.py), else cuda-python's binding."""
+    go = launch_stub.launcher("libcuda.so.1", "cuLaunchKernel", function, kinds)
+    if go is not None:
+        return go
     binding = _cu().cuLaunchKernel
     # a CUstream object rather than an int saves the binding a conversion on every launch
-    return (lambda *args: binding(*args)[0]), (lambda function: function), _cu().CUstream
-
-
-def launch_function():
-    return _launcher()[0]
-
-
-def launch_handle(function):
-    """The function as launch_function() takes it."""
-    return _launcher()[1](function)
-
-
-def stream_handle(raw: int):
-    """torch's raw stream pointer as launch_function() takes it."""
-    return _launcher()[2](raw)
+    return params.binding_launcher(lambda *args: binding(*args)[0], function, _cu().CUstream, kinds, EXTRA)
 
 
 @functools.cache
@@ -122,7 +105,7 @@ def _overlap_attrs():
 _configs: dict = {}
 
 
-def launch_overlapped(function, grid, block, smem, stream, params) -> int:
+def launch_overlapped(function, grid, block, smem, stream: int, kernel_params: int) -> int:
     """Programmatic dependent launch (sm_90+): the kernel's blocks may start while the kernel
     before it in the stream still runs, and wait for its end in sync.grid_wait. Returns the
     error code. One launch configuration per (kernel, grid, block, shared bytes), made once:
@@ -138,8 +121,8 @@ def launch_overlapped(function, grid, block, smem, stream, params) -> int:
         config.blockDimX, config.blockDimY, config.blockDimZ = block
         config.sharedMemBytes = smem
         config.attrs, config.numAttrs = _overlap_attrs(), 1
-    config.hStream = stream if isinstance(stream, cu.CUstream) else cu.CUstream(stream)
-    return cu.cuLaunchKernelEx(config, function, params, 0)[0]
+    config.hStream = cu.CUstream(stream)
+    return cu.cuLaunchKernelEx(config, function, kernel_params, 0)[0]
 
 
 def raise_for(err, what: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 
 from ..errors import LaunchError, ToolchainMissing
+from . import params
 
 name = "hip"
 
@@ -57,31 +58,21 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
     mod.max_dynamic_smem_attr); the caller has already checked nbytes against the target."""
 
 
-# The launch call itself, for the hot paths (portable.program, portable.kernels.base):
-# launch_function()(launch_handle(function), gx, gy, gz, bx, by, bz, smem, stream_handle(raw),
-#                   kernelParams, EXTRA) -> err
-# Through hip-python's binding (the C stub cuda_driver uses is not wired here: no ROCm machine
-# here to check hip-python's handles as ints).
 EXTRA = None
 
 
-def launch_function():
+def launcher(function, kinds: tuple[str, ...]):
+    """go(gx, gy, gz, bx, by, bz, smem, raw_stream, *values) -> err for one kernel, through
+    hip-python (hipModuleLaunchKernel takes the same C arguments as cuLaunchKernel, but the
+    C stub cuda_driver uses is not wired here: no ROCm machine here to check hip-python's
+    handles as ints). hip-python takes the raw hipStream_t pointer value as it is."""
     binding = _hip().hipModuleLaunchKernel
-    return lambda *args: binding(*args)[0]
-
-
-def launch_handle(function):
-    return function
+    return params.binding_launcher(lambda *args: binding(*args)[0], function, lambda raw: raw, kinds, EXTRA)
 
 
 def launch_overlapped(function, grid, block, smem, stream, params) -> int:
     """HIP has no programmatic dependent launch: a plain launch (sync.grid_wait is a no-op)."""
     return _hip().hipModuleLaunchKernel(function, *grid, *block, smem, stream, params, EXTRA)[0]
-
-
-def stream_handle(raw: int):
-    """hip-python takes the raw hipStream_t pointer value as it is."""
-    return raw
 
 
 def raise_for(err, what: str) -> None:

@@ -1,6 +1,6 @@
 """The launch stub (launch_stub.c): built once with the host's C compiler into the cache,
 then loaded as an extension module. Where it cannot be built (no compiler, no Python
-headers) or PORTABLE_LAUNCH=binding is set, `bind` returns None and the runtimes launch
+headers) or PORTABLE_LAUNCH=binding is set, `launcher` returns None and the runtimes launch
 through their Python bindings; `status()` says which and why (`portable doctor` shows it).
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from ..cache import cache_dir
+from . import params
 
 SOURCE = Path(__file__).with_name("launch_stub.c")
 _why_not: list[str] = []
@@ -67,8 +68,9 @@ def module():
     return stub
 
 
-def bind(library: str, symbol: str):
-    """A launcher calling `symbol` of the shared library `library` through the stub, or None."""
+def launcher(library: str, symbol: str, function, kinds: tuple[str, ...]):
+    """go(gx, gy, gz, bx, by, bz, smem, stream, *values) -> err for one kernel, calling `symbol`
+    of the shared library `library` (the driver's launch function) through the stub; or None."""
     stub = module()
     if stub is None:
         return None
@@ -77,7 +79,8 @@ def bind(library: str, symbol: str):
     except (OSError, AttributeError) as e:
         _why_not.append(f"{library}: {e}")
         return None
-    return stub.bind(address)
+    _, offsets, size = params.layout(kinds)
+    return stub.launcher(address, int(function), params.codes(kinds), offsets, size)
 
 
 def status() -> str:

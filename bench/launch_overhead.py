@@ -11,12 +11,12 @@ variants take turns round by round and each reports its median round. Rows:
   portable axpby()      the face allocating its output (torch.empty_like)
   cupy raw              RawKernel((grid,), (block,), args) on preallocated CuPy views of the same memory
   cupy + alloc          cupy.empty_like, then the RawKernel
-  stub launch           cuLaunchKernel through backends/launch_stub.c, as portable launches where it builds
+  stub launch           the C stub's launcher (backends/launch_stub.c): packs the values, calls cuLaunchKernel
   binding launch        cuLaunchKernel through cuda-python with a kept CUstream (portable's fallback;
                         run with PORTABLE_LAUNCH=binding to time the portable rows on it)
   ctypes launch         cuLaunchKernel through ctypes (measured slower: bench/NOTES.md, launch overhead)
   ctypes, objects made once   the same without argtypes, the handles as ctypes objects made once
-The last four launch the same function with the same packed arguments, nothing else.
+The last four launch the same function with the same arguments and no checks.
 """
 from __future__ import annotations
 
@@ -69,8 +69,12 @@ def main():
     torch.testing.assert_close(out, a * x + b * y)
 
     import ctypes
-    packer = entry.packer
-    packer.pack((x.data_ptr(), y.data_ptr(), out.data_ptr(), a, b, n))
+    from portable.backends import launch_stub
+    from portable.backends.params import ParamPacker
+    kinds = entry.signature.kinds
+    packer = ParamPacker(kinds)
+    xp, yp, op = x.data_ptr(), y.data_ptr(), out.data_ptr()
+    packer.pack((xp, yp, op, a, b, n))
     fn = entry._on[0].function
     stream = torch.cuda.current_stream().cuda_stream
     cu = cuda_driver._cu()
@@ -82,8 +86,7 @@ def main():
     bare = ctypes.CDLL("libcuda.so.1").cuLaunchKernel        # no argtypes: ctypes objects made once
     bare.restype = ctypes.c_int
     c_fn, c_stream, c_params = ctypes.c_void_p(handle), ctypes.c_void_p(stream), ctypes.c_void_p(packer.address)
-    from portable.backends import launch_stub
-    stub = launch_stub.bind("libcuda.so.1", "cuLaunchKernel")
+    go = launch_stub.launcher("libcuda.so.1", "cuLaunchKernel", fn, kinds)
     print(f"portable launches through: {launch_stub.status()}")
 
     def cupy_alloc():
@@ -96,7 +99,7 @@ def main():
         "portable axpby()": lambda: ax.axpby(x, y, a, b),
         "cupy raw": lambda: ck((grid,), (block,), (cx, cy, cout, ca, cb, cn)),
         "cupy + alloc": cupy_alloc,
-        "stub launch": (lambda: stub(handle, grid, 1, 1, block, 1, 1, 0, stream, packer.address, 0)) if stub else None,
+        "stub launch": (lambda: go(grid, 1, 1, block, 1, 1, 0, stream, xp, yp, op, a, b, n)) if go else None,
         "binding launch": lambda: cu.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, cu_stream, packer.address, 0),
         "ctypes launch": lambda: fast(handle, grid, 1, 1, block, 1, 1, 0, stream, packer.address, None),
         "ctypes, objects made once": lambda: bare(c_fn, grid, 1, 1, block, 1, 1, 0, c_stream, c_params, None),

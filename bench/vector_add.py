@@ -99,6 +99,7 @@ def launch_breakdown() -> dict:
     through cuda-python and through ctypes (same function, same packed arguments)."""
     import ctypes
     from cuda.bindings import driver as cu
+    from portable.backends.params import ParamPacker
     from portable.device import current_stream
     n = 4096
     a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
@@ -108,7 +109,8 @@ def launch_breakdown() -> dict:
     L = k._launchers[0]
     args = (a.data_ptr(), b.data_ptr(), out.data_ptr(), n)
     grid, block = (k.grid(n), 1, 1), k._block
-    params = L.packer.pack(args)
+    packer = ParamPacker(L.signatures[k.ENTRY].kinds)
+    params = packer.pack(args)
     func = L.function
     lib = ctypes.CDLL("libcuda.so.1")
     raw = lib.cuLaunchKernel
@@ -129,7 +131,7 @@ def launch_breakdown() -> dict:
         "ctypes_prewrapped_us": per_call_us(lambda: bare(fp, grid[0], 1, 1, block[0], 1, 1, 0, sp, pp, None)),
         "validation_us": per_call_us(lambda: k.check(a, b, out), calls=20000),
         "stream_lookup_us": per_call_us(lambda: current_stream(0), calls=20000),
-        "pack_us": per_call_us(lambda: L.packer.pack(args), calls=20000),
+        "pack_us": per_call_us(lambda: packer.pack(args), calls=20000),
         "data_ptr_x3_us": per_call_us(lambda: (a.data_ptr(), b.data_ptr(), out.data_ptr()), calls=20000),
     }
     return out_

@@ -8,10 +8,8 @@ compiled and launched. Built-in kernels and users' kernels both travel it.
 """
 from __future__ import annotations
 
-import functools
 import math
 import struct
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +24,6 @@ from .render import render_template
 from .report import static_report
 from .signature import Signature, entries
 from .targets import all_targets, get_target
-from .backends.params import ParamPacker
 
 # dialect of a raw source -> the vendor whose targets compile it
 _RAW_VENDOR = {"cuda": "nvidia", "hip": "amd"}
@@ -247,12 +244,8 @@ class Entry(dict):
     def __init__(self, program: Program, signature: Signature):
         super().__init__()
         self.program, self.signature, self.name = program, signature, signature.entry
-        self.packer = ParamPacker(signature.kinds)
-        # one argument buffer a host thread, so no lock is taken: the launch API copies the
-        # arguments before it returns, and only the thread that packed a buffer launches from it
-        self._packers = {threading.get_ident(): self.packer}
         self._on: dict[int, _OnDevice] = {}
-        self._call = _make_call(self)
+        self._bind = _make_call(self)       # (gx, gy, gz, bx, by, bz, smem) -> the checked call
 
     def __repr__(self):
         return f"<portable kernel {self.signature}>"
@@ -270,7 +263,7 @@ class Entry(dict):
         if not isinstance(smem, int) or smem < 0:
             raise InputError(f"smem: expected a non-negative int of dynamic shared-memory bytes, got {smem!r}")
         limit = max(t.max_threads_per_block for t in all_targets().values())
-        bound = functools.partial(self._call, *_dim3(parts[0], "grid"), *_dim3(parts[1], "block", limit), smem)
+        bound = self._bind(*_dim3(parts[0], "grid"), *_dim3(parts[1], "block", limit), smem)
         if len(self) > 1024:            # grids follow problem sizes: keep the table small
             self.clear()
         self[config] = bound
@@ -318,20 +311,14 @@ class Entry(dict):
         st = self._on.get(device)
         if st is None or smem > st.smem:
             st = self._prepare(device, smem)
-        packer = self._packers.get(threading.get_ident()) or self._packers.setdefault(
-            threading.get_ident(), ParamPacker(self.signature.kinds))
-        packer.pack(values)
-        raw = current_stream(device)
-        if raw != st.raw:
-            st.raw, st.stream = raw, st.runtime.stream_handle(raw)
         if st.check_device and current_device() != device:
             with torch.cuda.device(device):
-                err = st.call(st.handle, *grid, *block, smem, st.stream, packer.address, st.extra)
+                err = st.go(*grid, *block, smem, current_stream(device), *values)
         else:
-            err = st.call(st.handle, *grid, *block, smem, st.stream, packer.address, st.extra)
+            err = st.go(*grid, *block, smem, current_stream(device), *values)
         if err:
             st.runtime.make_current(device)      # a thread torch has not used yet: bind its context, retry once
-            err = st.call(st.handle, *grid, *block, smem, st.stream, packer.address, st.extra)
+            err = st.go(*grid, *block, smem, current_stream(device), *values)
             if err:
                 st.runtime.raise_for(err, f"launch of {self.name} grid {grid} block {block} smem {smem} on cuda:{device}")
 
@@ -339,7 +326,8 @@ class Entry(dict):
         """The entry's function on `device`, its dynamic shared memory raised to `smem` where needed."""
         program = self.program
         loaded = program._devices.get(device) or program.loaded(device)
-        st = self._on.get(device) or _OnDevice(loaded, loaded.runtime.get_function(loaded.module, self.name))
+        st = self._on.get(device) or _OnDevice(loaded, loaded.runtime.get_function(loaded.module, self.name),
+                                               self.signature.kinds)
         if smem > st.smem:
             if smem > loaded.target.smem_per_block:
                 raise InputError(f"smem: {smem} bytes of dynamic shared memory asked for {self.name}; "
@@ -353,14 +341,12 @@ class Entry(dict):
 class _OnDevice:
     """What a launch of one entry on one device reads: kept together so the hot path reads
     attributes of one object."""
-    __slots__ = ("runtime", "function", "handle", "call", "extra", "smem", "raw", "stream", "check_device")
+    __slots__ = ("runtime", "function", "go", "smem", "check_device")
 
-    def __init__(self, loaded: "_Loaded", function):
+    def __init__(self, loaded: "_Loaded", function, kinds):
         self.runtime, self.function = loaded.runtime, function
-        self.handle = loaded.runtime.launch_handle(function)
-        self.call, self.extra = loaded.runtime.launch_function(), loaded.runtime.EXTRA
+        self.go = loaded.runtime.launcher(function, kinds)
         self.smem = loaded.target.dynamic_smem_default
-        self.raw, self.stream = None, None
         self.check_device = torch.cuda.device_count() > 1
 
 
@@ -400,12 +386,12 @@ def _scalar(a, v, label: str):
 def _make_call(entry: Entry):
     """The hot path of one entry, written out for its signature: each tensor's device, dtype
     and contiguity, each scalar's type and range, in one expression of cheap attribute reads;
-    when anything is off, `slow_call` checks again and names the argument."""
+    when anything is off, `slow_call` checks again and names the argument. Returns a maker
+    of that call for one launch configuration (a closure: no partial between caller and call)."""
     sig = entry.signature
     n = len(sig.args)
     names = [f"a{i}" for i in range(n)]
-    env = {"slow": entry.slow_call, "launch": entry.launch, "torch": torch, "inf": math.inf, "on": entry._on,
-           "packers": entry._packers, "thread": threading.get_ident, "current_stream": current_stream}
+    env = {"slow": entry.slow_call, "launch": entry.launch, "on": entry._on, "current_stream": current_stream}
     conds, values = [], []
     first_ptr = next((i for i, a in enumerate(sig.args) if a.pointer), None)
     for i, a in enumerate(sig.args):
@@ -431,38 +417,30 @@ def _make_call(entry: Entry):
             conds.append("False")
             values.append(v)
     dev = f"a{first_ptr}.get_device()" if first_ptr is not None else "-1"
+    config = "gx, gy, gz, bx, by, bz, smem"
+    listed = ", ".join(values)
     body = [
-        "def call(gx, gy, gz, bx, by, bz, smem, *args):",
-        f"    if len(args) != {n}:",
-        "        return slow(gx, gy, gz, bx, by, bz, smem, args)",
-    ]
-    if n:
-        body.append(f"    {', '.join(names)}, = args")
-    body += [
-        "    try:",
-        f"        dev = {dev}",
-        f"        ok = dev >= 0 and {' and '.join(conds) if conds else 'True'}",
-        f"        values = ({', '.join(values)}{',' if len(values) == 1 else ''})",
-        "    except (AttributeError, TypeError):",
-        "        ok = False",
-        "    if not ok:",
-        "        return slow(gx, gy, gz, bx, by, bz, smem, args)",
-        # Entry.launch inlined for the common case (device prepared, one GPU, this thread's
-        # buffer made, no error); it handles every other case, a failed launch (nothing was
-        # queued) retried there
-        "    st = on.get(dev)",
-        "    p = packers.get(thread())",
-        "    if st is None or p is None or smem > st.smem or st.check_device:",
-        "        return launch(dev, (gx, gy, gz), (bx, by, bz), smem, values)",
-        "    p.pack_into(*values)",
-        "    raw = current_stream(dev)",
-        "    if raw != st.raw:",
-        "        st.raw, st.stream = raw, st.runtime.stream_handle(raw)",
-        "    if st.call(st.handle, gx, gy, gz, bx, by, bz, smem, st.stream, p.address, st.extra):",
-        "        launch(dev, (gx, gy, gz), (bx, by, bz), smem, values)",
+        f"def bind({config}):",
+        "    def call(*args):",
+        "        try:",
+        f"            {'[' + ', '.join(names) + ']' if n else '[]'} = args",
+        f"            dev = {dev}",
+        f"            ok = dev >= 0 and {' and '.join(conds) if conds else 'True'}",
+        "        except (AttributeError, TypeError, ValueError):",
+        "            ok = False",
+        "        if not ok:",
+        f"            return slow({config}, args)",
+        # Entry.launch for the common case (device prepared, one GPU, no error); it handles
+        # every other case, a failed launch (nothing was queued) retried there
+        "        st = on.get(dev)",
+        "        if st is None or smem > st.smem or st.check_device:",
+        f"            return launch(dev, (gx, gy, gz), (bx, by, bz), smem, ({listed}{',' if n == 1 else ''}))",
+        f"        if st.go({config}, current_stream(dev){', ' + listed if n else ''}):",
+        f"            launch(dev, (gx, gy, gz), (bx, by, bz), smem, ({listed}{',' if n == 1 else ''}))",
+        "    return call",
     ]
     exec("\n".join(body), env)      # noqa: S102 - code written above from the parsed signature only
-    return env["call"]
+    return env["bind"]
 
 
 def load_program(source, target: str | None = None, lang: str | None = None, options: dict | None = None,

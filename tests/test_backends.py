@@ -21,6 +21,8 @@ class Recorder:
         self.calls, self.fail = [], fail or set()
 
     def __getattr__(self, name):
+        if name == "CUstream":
+            return lambda raw: ("CUstream", raw)
         if name[0].isupper() or name in ("hipFuncAttribute", "CUfunction_attribute"):
             return type("Enum", (), {"__getattr__": lambda s, a: a})()
 
@@ -37,10 +39,7 @@ class Recorder:
 @pytest.fixture
 def binding_launch(monkeypatch):
     """Launches through the bindings (the fakes below), not the C stub."""
-    monkeypatch.setattr(launch_stub, "bind", lambda library, symbol: None)
-    cuda_driver._launcher.cache_clear()
-    yield
-    cuda_driver._launcher.cache_clear()
+    monkeypatch.setattr(launch_stub, "launcher", lambda library, symbol, function, kinds: None)
 
 
 @pytest.mark.parametrize("backend,fake_name", [(cuda_driver, "_cu"), (hip_runtime, "_hip")])
@@ -49,15 +48,23 @@ def test_load_get_launch_in_the_same_order(backend, fake_name, monkeypatch, bind
     monkeypatch.setattr(backend, fake_name, lambda: fake)
     module = backend.load(b"CODE", 0)
     function = backend.get_function(module, "vector_add")
-    backend.launch_function()(backend.launch_handle(function), 3, 1, 1, 256, 1, 1, 0, 1234, 5678, backend.EXTRA)
+    go = backend.launcher(function, ("ptr", "i32", "f32"))
+    assert go(3, 1, 1, 256, 1, 1, 0, 1234, 0xABC0, 7, 0.5) == 0
     names = [n for n, _ in fake.calls]
     launch = names[-1]
     assert launch in ("cuLaunchKernel", "hipModuleLaunchKernel")
     _, args = fake.calls[-1]
-    assert args[:10] == ("<" + names[-2] + ">", 3, 1, 1, 256, 1, 1, 0, 1234, 5678)
+    assert args[:8] == ("<" + names[-2] + ">", 3, 1, 1, 256, 1, 1, 0)
+    assert args[8] == (1234 if backend is hip_runtime else ("CUstream", 1234))
     load_call = next(c for c in fake.calls if c[0] in ("cuModuleLoadData", "hipModuleLoadData"))
     assert load_call[1] == (b"CODE",)
     assert next(c for c in fake.calls if c[0].endswith("GetFunction"))[1][1] == b"vector_add"
+    # the arguments the driver reads: void** at args[9], each slot as laid out
+    import ctypes
+    ptrs = ctypes.cast(args[9], ctypes.POINTER(ctypes.c_void_p))
+    assert ctypes.c_uint64.from_address(ptrs[0]).value == 0xABC0
+    assert ctypes.c_int32.from_address(ptrs[1]).value == 7
+    assert ctypes.c_float.from_address(ptrs[2]).value == 0.5
 
 
 @pytest.mark.parametrize("backend,fake_name,launch", [(cuda_driver, "_cu", "cuLaunchKernel"),
@@ -65,7 +72,7 @@ def test_load_get_launch_in_the_same_order(backend, fake_name, monkeypatch, bind
 def test_launch_failure_raises_with_the_call_named(backend, fake_name, launch, monkeypatch, binding_launch):
     fake = Recorder(fail={launch})
     monkeypatch.setattr(backend, fake_name, lambda: fake)
-    err = backend.launch_function()("<f>", 3, 1, 1, 64, 1, 1, 0, 0, 0, backend.EXTRA)
+    err = backend.launcher("<f>", ())(3, 1, 1, 64, 1, 1, 0, 0)
     assert err == 7 and fake.calls[-1][0] == launch
     with pytest.raises(LaunchError, match=r"launch of \(3, 1, 1\) failed: 7 \(boom\)"):
         backend.raise_for(err, "launch of (3, 1, 1)")

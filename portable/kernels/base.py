@@ -19,10 +19,10 @@ from ..backends.params import ParamPacker
 
 
 class Launcher:
-    """One kernel loaded on one device: packs arguments and launches on torch's current stream.
+    """One kernel loaded on one device: launches on torch's current stream.
 
-    __call__ is the hot path of every kernel call: one frame, no allocation beyond the
-    launch call's own."""
+    __call__ is the hot path of every kernel call: one frame around the runtime's launcher,
+    which packs the arguments (backends/params.py)."""
 
     def __init__(self, kernel: "Kernel", device_index: int):
         self.device_index = device_index
@@ -30,82 +30,64 @@ class Launcher:
         binary = kernel.binary(target, purpose="run")
         self.runtime = runtime = backends.runtime_for(target)
         self.module = runtime.load(binary.code, device_index)
-        self.function = runtime.get_function(self.module, kernel.ENTRY)
-        self.handle = runtime.launch_handle(self.function)
+        self.signatures = kernel.program.signatures(target)     # argument kinds read from the rendered source
+        # every kernel of the module by name -> (function, launcher); the further ones (e.g. a
+        # combine step) looked up on first launch (a variant's module may leave some out)
+        self.others: dict = {}
+        self.function, self.go = self.other(kernel.ENTRY)
         if kernel.DYNAMIC_SMEM:
             runtime.set_max_dynamic_smem(self.function, kernel.dynamic_smem(target))
-        self.raw_launch = runtime.launch_function()
-        self.extra = runtime.EXTRA
-        self.signatures = kernel.program.signatures(target)     # argument kinds read from the rendered source
-        self.packer = ParamPacker(self.signatures[kernel.ENTRY].kinds)
-        # every kernel of the module by name -> (function, packer); the further ones (e.g. a
-        # combine step) looked up on first launch (a variant's module may leave some out)
-        self.others = {kernel.ENTRY: (self.function, self.packer)}
         for name, nbytes in kernel.entry_smem(self.target).items():
             runtime.set_max_dynamic_smem(self.other(name)[0], nbytes)
-        self._stream_raw, self._stream = None, None     # one-entry cache of the binding's stream object
+        self._overlap_packers: dict = {}     # name -> ParamPacker, for launch_overlapped
         # with one GPU the current device is always this one: skip asking on every call
         self.check_device = torch.cuda.device_count() > 1
         self.sm_count = torch.cuda.get_device_properties(device_index).multi_processor_count   # CUs on AMD
 
     def other(self, name: str):
         if name not in self.others:
-            self.others[name] = (self.runtime.get_function(self.module, name), ParamPacker(self.signatures[name].kinds))
+            function = self.runtime.get_function(self.module, name)
+            self.others[name] = (function, self.runtime.launcher(function, self.signatures[name].kinds))
         return self.others[name]
 
-    def stream(self):
-        raw = current_stream(self.device_index)
-        if raw != self._stream_raw:
-            self._stream_raw, self._stream = raw, self.runtime.stream_handle(raw)
-        return self._stream
-
     def __call__(self, grid, block, smem, args):
-        index, packer = self.device_index, self.packer
-        with packer.lock:
-            packer.pack(args)
-            if self.check_device and current_device() != index:
-                with torch.cuda.device(index):
-                    return self.launch_checked(grid, block, smem)
-            raw = current_stream(index)
-            stream = self._stream if raw == self._stream_raw else self.stream()
-            err = self.raw_launch(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                                  stream, packer.address, self.extra)
-            if err:
-                # a thread torch has not used yet has no current context: bind it and retry once
-                self.runtime.make_current(index)
-                self.launch_checked(grid, block, smem)
+        index = self.device_index
+        if self.check_device and current_device() != index:
+            with torch.cuda.device(index):
+                return self.launch_checked(self.go, "", grid, block, smem, args)
+        if self.go(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, current_stream(index), *args):
+            # a thread torch has not used yet has no current context: bind it and retry once
+            self.runtime.make_current(index)
+            self.launch_checked(self.go, "", grid, block, smem, args)
 
     def launch_other(self, name: str, grid, block, smem, args, overlap: bool = False):
         """Launch a kernel of the module by name (not the hot path: errors are checked by name).
         overlap: a programmatic dependent launch where the backend has one (the kernel must
         call sync.grid_wait before it reads what the kernel before it wrote, or writes)."""
-        function, packer = self.other(name)
+        function, go = self.other(name)
+        index = self.device_index
+        if overlap:
+            packer = self._overlap_packers.get(name) or self._overlap_packers.setdefault(
+                name, ParamPacker(self.signatures[name].kinds))
 
-        def enqueue():
-            if overlap:
-                return self.runtime.launch_overlapped(function, grid, block, smem, self.stream(), packer.address)
-            return self.raw_launch(self.runtime.launch_handle(function), grid[0], grid[1], grid[2], block[0],
-                                   block[1], block[2], smem, self.stream(), packer.address, self.extra)
-        with packer.lock:
-            packer.pack(args)
-            if self.check_device and current_device() != self.device_index:
-                with torch.cuda.device(self.device_index):
-                    err = enqueue()
-            else:       # as __call__: no device switch on the way (a few us a launch)
-                err = enqueue()
-                if err:     # a thread torch has not used yet has no current context: bind it and retry once
-                    self.runtime.make_current(self.device_index)
-                    err = enqueue()
-        if err:
-            self.runtime.raise_for(err, f"launch of {name} {grid} x {block} on device {self.device_index}")
+            def go(*a):
+                with packer.lock:
+                    packer.pack(a[8:])
+                    return self.runtime.launch_overlapped(function, a[:3], a[3:6], a[6], a[7], packer.address)
+        if self.check_device and current_device() != index:
+            with torch.cuda.device(index):
+                return self.launch_checked(go, name, grid, block, smem, args)
+        if go(*grid, *block, smem, current_stream(index), *args):
+            self.runtime.make_current(index)
+            self.launch_checked(go, name, grid, block, smem, args)
 
-    def launch_checked(self, grid, block, smem):
+    def launch_checked(self, go, name: str, grid, block, smem, args):
         """The slow path (another device, a retry): same launch, error raised with the call named."""
         index = self.device_index
-        err = self.raw_launch(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                              self.stream(), self.packer.address, self.extra)
+        err = go(*grid, *block, smem, current_stream(index), *args)
         if err:
-            self.runtime.raise_for(err, f"launch of {grid} x {block} (smem {smem}) on device {index}")
+            self.runtime.raise_for(err, f"launch of {name + ' ' if name else ''}{grid} x {block} (smem {smem}) "
+                                        f"on device {index}")
 
 
 class Kernel:
