@@ -280,3 +280,15 @@ def test_a_ported_device_file_compiles_for_gfx942(tmp_path):
     assert ported.counts["untranslated"] == 0
     kernel = portable.load(ported.output)
     assert [r["kernel"] for r in kernel.reports("gfx942")] == ["row_sum", "count_positive"]
+
+
+def test_rows_added_from_the_corpus_and_version_tests_left():
+    """Names the port corpus met untranslated: bf16 and fp8 storage typedefs, cuRAND states,
+    cudaLaunchKernelEx; a CUDA version test must not become a HIP_VERSION test (other numbers)."""
+    src = ("__global__ void k(nv_bfloat16* p, __nv_fp8x2_storage_t* q, curandStatePhilox4_32_10_t* s) {}\n"
+           "#if CUDA_VERSION >= 12000\n#endif\nvoid h() { cudaLaunchKernelEx(&config, k, a, b); }\n")
+    out = hip(src)
+    assert "__hip_bfloat16* p, __hip_fp8x2_storage_t* q, hiprandStatePhilox4_32_10_t* s" in out
+    assert "hipLaunchKernelEx(&config, k, a, b)" in out
+    assert "#if CUDA_VERSION >= 12000" in out
+    assert any(line == 2 and "CUDA_VERSION" in msg and "HIP_VERSION = major" in msg for line, _, msg in notes(src))
