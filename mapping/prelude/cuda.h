@@ -32,10 +32,14 @@ __device__ __forceinline__ int mma_c_col(int i) { return 2 * (int)(mma_lane() & 
 // A barrier for n threads (whole warps) of the block under id (0 is __syncthreads()'s).
 __device__ __forceinline__ void named_barrier(unsigned id, unsigned n) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }
 // A generic pointer into shared memory -> its 32-bit shared-window address (ldmatrix, cp.async,
-// descriptors). The compiler builtin, not inline asm: the compiler then sees the address as an
-// offset from the shared symbol and folds constant offsets into the instructions that use it
-// (the gemm example's BK 64 loop: 361 -> 368 TFLOP/s on the H100).
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+// descriptors). Inline cvta, not the compiler builtin __cvta_generic_to_shared: measured side by
+// side, the builtin made mla_decode 1-2% slower and the gemm example's default path no faster
+// (bench/NOTES.md, "smem_addr").
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
 // A stored row-major [m][k] (bf16 bits), leading dimension ld elements; rows 0..15, cols k0..k0+15.
 // ldmatrix.x4: lanes 0-15 address rows 0-15 at k0, lanes 16-31 the same rows at k0 + 8.
 __device__ __forceinline__ frag_a mma_load_a(const unsigned short* s, int ld, int k0) {
