@@ -4,8 +4,8 @@ Compilers (module-level `compile(source, target, opts) -> Binary`, `version()`, 
   nvrtc          CUDA -> cubin, all sm_ targets, runs with or without a GPU
   hiprtc         HIP  -> code object at run time (ROCm machines)
   clang_amdgpu   HIP  -> code object + ISA offline (no ROCm, no GPU)
-Runtimes (`load`, `get_function`, `set_max_dynamic_smem`, `launch_function`, `EXTRA`,
-`stream_handle`, `raise_for`, `make_current`, `driver_version`):
+Runtimes (`load`, `get_function`, `set_max_dynamic_smem`, `launcher`, `launch_overlapped`,
+`raise_for`, `make_current`, `driver_version`):
   cuda_driver    cuda-python driver API
   hip_runtime    hip-python module API
 """

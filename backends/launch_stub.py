@@ -68,21 +68,27 @@ def module():
     return stub
 
 
+def _address(library: str, symbol: str) -> int | None:
+    try:
+        return ctypes.cast(getattr(ctypes.CDLL(library), symbol), ctypes.c_void_p).value
+    except (OSError, AttributeError) as e:
+        _why_not.append(f"{library}: {e}")
+        return None
+
+
 def launcher(library: str, symbol: str, function, kinds: tuple[str, ...]):
     """go(gx, gy, gz, bx, by, bz, smem, stream, *values) -> err for one kernel, calling `symbol`
     of the shared library `library` (the driver's launch function) through the stub; or None."""
     stub = module()
-    if stub is None:
-        return None
-    try:
-        address = ctypes.cast(getattr(ctypes.CDLL(library), symbol), ctypes.c_void_p).value
-    except (OSError, AttributeError) as e:
-        _why_not.append(f"{library}: {e}")
+    address = _address(library, symbol) if stub is not None else None
+    if address is None:
         return None
     _, offsets, size = params.layout(kinds)
     return stub.launcher(address, int(function), params.codes(kinds), offsets, size)
 
 
-def status() -> str:
-    """'stub' or 'binding (why)'."""
-    return "stub" if module() is not None and not _why_not else f"binding ({'; '.join(_why_not)})"
+def status(library: str = "libcuda.so.1", symbol: str = "cuLaunchKernel") -> str:
+    """'stub' where launches through `library` go through the stub, else 'binding (why)'."""
+    if module() is not None and _address(library, symbol) is not None:
+        return "stub"
+    return f"binding ({'; '.join(dict.fromkeys(_why_not))})"

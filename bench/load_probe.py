@@ -29,7 +29,6 @@ import argparse
 import torch
 
 from portable.backends import cuda_driver, nvrtc
-from portable.backends.params import ParamPacker
 from portable.timing import time_gpu
 
 SOURCE = r"""
@@ -244,7 +243,6 @@ def main():
     print(f"torch copy of {nbytes / 1e6:.1f} MB: {copy_us:.1f} us = {2 * nbytes / copy_us / 1e6:.3f} TB/s (read + write)")
     props = torch.cuda.get_device_properties(0)
     smem_sm = props.shared_memory_per_multiprocessor
-    launch, pk = cuda_driver.launch_function(), ParamPacker(("ptr", "i64", "ptr", "i64"))
     rows = []
     for name in args.patterns.split(","):
         pat = PATTERNS[name]
@@ -254,6 +252,7 @@ def main():
                     continue
                 mod = cuda_driver.load(compile_probe(name, depth, work).code, 0)
                 fn = cuda_driver.get_function(mod, "probe")
+                go = cuda_driver.launcher(fn, ("ptr", "i64", "ptr", "i64"))
                 for bps in map(int, args.blocks_per_sm.split(",")):
                     smem = smem_sm // bps - 2048 - 256    # room for bps blocks, each with its reserved and static shared bytes
                     if (pat == 3 and smem < 4 * depth * 1024 or pat in (4, 5, 6) and (smem < 16 * args.row_bytes or depth > 1)
@@ -264,9 +263,8 @@ def main():
 
                     def run():
                         w = bufs[turn[0]]
-                        err = launch(cuda_driver.launch_handle(fn), grid, 1, 1, 128, 1, 1, smem,
-                                     cuda_driver.stream_handle(torch.cuda.current_stream().cuda_stream),
-                                     pk.pack((w.data_ptr(), args.row_bytes, out.data_ptr(), args.rows)), 0)
+                        err = go(grid, 1, 1, 128, 1, 1, smem, torch.cuda.current_stream().cuda_stream,
+                                 w.data_ptr(), args.row_bytes, out.data_ptr(), args.rows)
                         cuda_driver.raise_for(err, "probe")
                     us = time_us(run)
                     rows.append((name, work, depth, bps, us, nbytes / us / 1e6))

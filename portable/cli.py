@@ -107,9 +107,8 @@ def cmd_doctor(args) -> int:
             rows.append((label, f"not available: {e}"))
     if n and not torch.version.hip:
         from .backends import launch_stub
-        cuda_driver.launch_function()
-        rows.append(("launch", "C stub (backends/launch_stub.c)" if launch_stub.status() == "stub"
-                     else f"cuda-python binding: {launch_stub.status()}"))
+        how = launch_stub.status()
+        rows.append(("launch", "C stub (backends/launch_stub.c)" if how == "stub" else f"cuda-python {how}"))
     from .backends.tools import nvidia_tool
     rows.append(("nvdisasm", nvidia_tool("nvdisasm") or "not found (SASS instruction counts unavailable)"))
     rows.append(("cache", f"{cache.cache_dir()} ({cache.entries()} binaries)"))
