@@ -5,8 +5,8 @@
     k = axpby.entry(torch.float16)             # raw: k[axpby.grid(n, dt), BLOCK](x, y, out, a, b, n)
 
 Lean on purpose (it is the launch-overhead benchmark): programs load at import, and a call
-does one shape check, picks the grid and launches. The launcher checks dtypes, devices and
-contiguity, the kernel checks alignment. Pass a and b as floats: the launcher's fast path
+checks the shapes, looks up the launch bound to its grid by (dtype, shape) and launches. The
+launcher checks dtypes, devices and contiguity, the kernel checks alignment. Pass a and b as floats: the launcher's fast path
 takes a Python float for a `float` argument (an int takes its slower, fully checked path).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ _TEMPLATE = Path(__file__).with_name("axpby.j2")
 _PROGRAMS = {dt: portable.load(_TEMPLATE, dtype=dt, block=BLOCK) for dt in (torch.float32, torch.bfloat16, torch.float16)}
 _PER_BLOCK = {dt: BLOCK * (16 // dt.itemsize) for dt in _PROGRAMS}    # one 16-byte vector a thread
 _ENTRIES: dict = {}                                                   # dtype -> its kernel, on first use
-_LAUNCH: dict = {}                                                    # dtype -> (kernel, elements a block)
+_LAUNCH: dict = {}                                                    # (dtype, shape) -> (bound launch, n)
 
 
 def program(dtype: torch.dtype) -> portable.Program:
@@ -53,16 +53,23 @@ def axpby(x: torch.Tensor, y: torch.Tensor, a: float = 1.0, b: float = 1.0,
         raise portable.InputError(f"out: expected x's shape {tuple(shape)}, got {tuple(out.shape)}")
     if y.shape != shape:
         raise portable.InputError(f"y: expected x's shape {tuple(shape)}, got {tuple(y.shape)}")
-    dt = x.dtype
-    kp = _LAUNCH.get(dt)
-    if kp is None:
-        if dt not in _PROGRAMS:
-            raise portable.InputError(f"x: expected dtype float32, bfloat16 or float16, got {dt}")
-        kp = _LAUNCH[dt] = (entry(dt), _PER_BLOCK[dt])
-    n = x.numel()
-    if n:
-        kp[0][-(-n // kp[1]), BLOCK](x, y, out, a, b, n)
+    call = _LAUNCH.get((x.dtype, shape))
+    if call is None:
+        call = _launch(x, shape)
+    call[0](x, y, out, a, b, call[1])
     return out
 
+
+def _launch(x: torch.Tensor, shape) -> tuple:
+    """(the launcher bound to its grid, n) for x's dtype and shape, kept for the next call."""
+    dt = x.dtype
+    if dt not in _PROGRAMS:
+        raise portable.InputError(f"x: expected dtype float32, bfloat16 or float16, got {dt}")
+    n = x.numel()
+    call = (entry(dt)[grid(n, dt), BLOCK] if n else lambda *args: None), n
+    if len(_LAUNCH) > 1024:             # shapes follow the caller's: keep the table small
+        _LAUNCH.clear()
+    _LAUNCH[dt, shape] = call
+    return call
 
 axpby.program, axpby.entry, axpby.grid = program, entry, grid
