@@ -4,6 +4,7 @@ import pytest
 import portable
 from portable.backends import clang_amdgpu, nvrtc
 from portable.errors import CompileError, ToolchainMissing
+from portable.targets import get_target
 
 from conftest import toolchain_or_skip
 
@@ -78,3 +79,24 @@ def test_cli_compile_all_lists_five_targets(capsys):
     for target in portable.targets():
         assert target in out
     assert "error" not in out
+
+
+def test_reserved_shared_memory_counted_once():
+    """NVIDIA's SHARED count holds the 1 KB the system reserves a block: a kernel declaring
+    4096 bytes reports 5120, and a block of exactly half an SM's shared memory (reserve
+    included) leaves room for two blocks, not one."""
+    toolchain_or_skip(nvrtc.available())
+    from portable.report import static_report
+    static = portable.load('extern "C" __global__ void k(float* o) { __shared__ float s[1024]; '
+                           's[threadIdx.x] = 1.f; __syncthreads(); o[threadIdx.x] = s[(threadIdx.x + 1) & 1023]; }',
+                           lang="cuda")
+    dynamic = portable.load('extern "C" __global__ void k(float* o) { extern __shared__ float s[]; '
+                            's[threadIdx.x] = 1.f; __syncthreads(); o[threadIdx.x] = s[(threadIdx.x + 1) & 1023]; }',
+                            lang="cuda")
+    for target in ("sm_90a", "sm_100a", "sm_120a"):
+        t = get_target(target)
+        assert static.report(target)["smem_bytes"] == 4096 + t.smem_reserved_per_block
+        half = t.smem_per_sm // 2 - t.smem_reserved_per_block            # dynamic bytes of half an SM
+        r = static_report(dynamic.binary(target), "k", 128, dynamic_smem=half)
+        assert r["smem_bytes"] == t.smem_per_sm // 2
+        assert r["occupancy"] == pytest.approx(2 * 128 / t.max_threads_per_sm, abs=1e-3), (target, r)
