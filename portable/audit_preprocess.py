@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .audit_reading import _blank, _int_literal, evaluate
+from .audit_reading import _and3, _blank, _int_literal, _not3, _or3, evaluate, int_value
 from .targets import Target
 
 
@@ -52,82 +52,27 @@ def _macro_env(target: Target, device: bool) -> dict:
     return env
 
 
-def _and3(a, b):
-    return False if a is False or b is False else None if a is None or b is None else True
-
-
-def _or3(a, b):
-    return True if a is True or b is True else None if a is None or b is None else False
-
-
-def _not3(a):
-    return None if a is None else not a
-
-
 def _condition(expr: str, env: dict):
     """A #if expression under `env`: True, False, or None when it rests on an unknown name."""
     expr = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)", lambda m: f"__defined__{m.group(1) or m.group(2)}", expr)
     expr = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", lambda m: str(_int_literal(m.group(1))), expr)
-    expr = expr.replace("&&", " and ").replace("||", " or ").replace("/", "//")
+    expr = expr.replace("&&", " and ").replace("||", " or ")
     expr = re.sub(r"!(?!=)", " not ", expr)
     try:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError:
         return None
 
-    def value(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id.startswith("__defined__"):
-                v = env.get(node.id[len("__defined__"):])
-                return None if v is None else int(v is not _UNDEF)
-            if node.id in ("true", "false"):
-                return int(node.id == "true")
-            v = env.get(node.id)
-            return 0 if v is _UNDEF else v if isinstance(v, int) else None
-        if isinstance(node, ast.BoolOp):
-            vals = [truth(v) for v in node.values]
-            out = vals[0]
-            for v in vals[1:]:
-                out = _and3(out, v) if isinstance(node.op, ast.And) else _or3(out, v)
-            return None if out is None else int(out)
-        if isinstance(node, ast.UnaryOp):
-            v = value(node.operand)
-            if v is None:
-                return None
-            if isinstance(node.op, ast.Not):
-                return int(not v)
-            return -v if isinstance(node.op, ast.USub) else ~v if isinstance(node.op, ast.Invert) else v
-        if isinstance(node, ast.Compare):
-            left, out = value(node.left), True
-            for op, right in zip(node.ops, node.comparators):
-                r = value(right)
-                if left is None or r is None:
-                    return None
-                ops = {ast.Lt: int.__lt__, ast.LtE: int.__le__, ast.Gt: int.__gt__, ast.GtE: int.__ge__,
-                       ast.Eq: int.__eq__, ast.NotEq: int.__ne__}
-                if type(op) not in ops:
-                    return None
-                out, left = out and ops[type(op)](left, r), r
-            return int(out)
-        if isinstance(node, ast.BinOp):
-            a, b = value(node.left), value(node.right)
-            ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__,
-                   ast.Mod: int.__mod__, ast.LShift: int.__lshift__, ast.RShift: int.__rshift__,
-                   ast.BitAnd: int.__and__, ast.BitOr: int.__or__, ast.BitXor: int.__xor__}
-            if a is None or b is None or type(node.op) not in ops or (b == 0 and isinstance(node.op, (ast.FloorDiv, ast.Mod))):
-                return None
-            return ops[type(node.op)](a, b)
-        return None                          # function-like macros, __has_include, ternaries
-
-    def truth(node):
-        v = value(node)
-        return None if v is None else bool(v)
-    try:
-        return truth(tree.body)
-    except (TypeError, ValueError, OverflowError, RecursionError):
-        return None
+    def name(identifier: str):
+        if identifier.startswith("__defined__"):
+            v = env.get(identifier[len("__defined__"):])
+            return None if v is None else int(v is not _UNDEF)
+        if identifier in ("true", "false"):
+            return int(identifier == "true")
+        v = env.get(identifier)
+        return 0 if v is _UNDEF else v
+    v = int_value(tree.body, name)
+    return None if v is None else bool(v)
 
 
 def _included_macros(path: Path | None, code_str: str, targets: list[Target], seen: frozenset = frozenset()) -> dict:

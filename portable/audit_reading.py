@@ -155,12 +155,14 @@ _INT = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b")
 _SIZEOF = re.compile(r"sizeof\s*\(\s*([A-Za-z_][\w ]*?)\s*\)")
 
 
-def _constants(code: str) -> dict[str, int]:
-    """Integer constants defined by #define or const/constexpr in this file, in order."""
+def _constants(code: str, value=None) -> dict[str, int]:
+    """Integer constants defined by #define or const/constexpr in this file, in order, each
+    worked out by value(expression, constants so far) (default: evaluate)."""
+    value = value or evaluate
     consts: dict[str, int] = {}
     for m in _CONST_DEF.finditer(code):
-        name, value = (m.group("m"), m.group("mv")) if m.group("m") else (m.group("c"), m.group("cv"))
-        v = evaluate(value, consts)
+        name, text = (m.group("m"), m.group("mv")) if m.group("m") else (m.group("c"), m.group("cv"))
+        v = value(text, consts)
         if v is not None:
             consts[name] = v
     return consts
@@ -178,7 +180,8 @@ def _int_literal(text: str) -> int | str:
 
 def evaluate(expr: str, consts: dict[str, int] | None = None) -> int | None:
     """The value of a small integer expression (literals, known constants, sizeof of a known
-    type, + - * / % << >> and parentheses), or None when it cannot be known here."""
+    type, arithmetic, bitwise, comparison and logical operators, parentheses), or None when it
+    cannot be known here."""
     consts = consts or {}
     expr = _SIZEOF.sub(lambda m: str(_TYPE_BYTES.get(" ".join(m.group(1).split()), "sizeof_unknown")), expr)
     expr = _INT.sub(lambda m: str(_int_literal(m.group(1))), expr)
@@ -187,24 +190,74 @@ def evaluate(expr: str, consts: dict[str, int] | None = None) -> int | None:
         tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError:
         return None
+    return int_value(tree.body, consts.get)
 
+
+def _and3(a, b):
+    return False if a is False or b is False else None if a is None or b is None else True
+
+
+def _or3(a, b):
+    return True if a is True or b is True else None if a is None or b is None else False
+
+
+def _not3(a):
+    return None if a is None else not a
+
+
+_BINARY = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.Div: int.__floordiv__,
+           ast.FloorDiv: int.__floordiv__, ast.Mod: int.__mod__, ast.LShift: int.__lshift__,
+           ast.RShift: int.__rshift__, ast.BitAnd: int.__and__, ast.BitOr: int.__or__, ast.BitXor: int.__xor__}
+_COMPARE = {ast.Lt: int.__lt__, ast.LtE: int.__le__, ast.Gt: int.__gt__, ast.GtE: int.__ge__,
+            ast.Eq: int.__eq__, ast.NotEq: int.__ne__}
+
+
+def int_value(node, name) -> int | None:
+    """The integer value of a parsed C expression (Python's ast of it), or None where it rests on
+    something unknown. name(identifier) gives a name's value (None: unknown). `and`/`or` are
+    three-valued, so `A or 1` is 1 with A unknown; `~`, function-like macros, ternaries and the
+    like are unknown."""
     def value(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
             return node.value
-        if isinstance(node, ast.Name) and node.id in consts:
-            return consts[node.id]
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        if isinstance(node, ast.Name):
+            v = name(node.id)
+            return v if isinstance(v, int) else None
+        if isinstance(node, ast.BoolOp):
+            vals = [truth(v) for v in node.values]
+            out = vals[0]
+            for v in vals[1:]:
+                out = _and3(out, v) if isinstance(node.op, ast.And) else _or3(out, v)
+            return None if out is None else int(out)
+        if isinstance(node, ast.UnaryOp):
             v = value(node.operand)
+            if v is None:
+                return None
+            if isinstance(node.op, ast.Not):
+                return int(not v)
+            if isinstance(node.op, ast.Invert):
+                return None             # ~ needs the operand's C width, unknown here
             return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.Compare):
+            left, out = value(node.left), True
+            for op, right in zip(node.ops, node.comparators):
+                r = value(right)
+                if left is None or r is None or type(op) not in _COMPARE:
+                    return None
+                out, left = out and _COMPARE[type(op)](left, r), r
+            return int(out)
         if isinstance(node, ast.BinOp):
             a, b = value(node.left), value(node.right)
-            ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
-                   ast.Div: int.__floordiv__, ast.FloorDiv: int.__floordiv__, ast.Mod: int.__mod__,
-                   ast.LShift: int.__lshift__, ast.RShift: int.__rshift__}
-            if type(node.op) in ops and (b != 0 or not isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod))):
-                return ops[type(node.op)](a, b)
-        raise ValueError(node)
+            if a is None or b is None or type(node.op) not in _BINARY or (
+                    b == 0 and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod))):
+                return None
+            return _BINARY[type(node.op)](a, b)
+        return None
+
+    def truth(node):
+        v = value(node)
+        return None if v is None else bool(v)
     try:
-        return value(tree.body)
-    except (ValueError, TypeError, OverflowError):
+        return value(node)
+    except (TypeError, ValueError, OverflowError, RecursionError):
         return None

@@ -19,7 +19,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from .audit import evaluate
+from .audit_reading import _constants, evaluate
 from .audit_reading import call_spans as call_args
 from .data import load_table
 
@@ -203,16 +203,6 @@ def _keep_lines(arg: str) -> str:
     return (lead[lead.rfind("\n"):] if "\n" in lead else "") + arg.strip()
 
 
-def _constants(code: str) -> dict[str, int]:
-    consts: dict[str, int] = {}
-    for m in re.finditer(r"#\s*define[ \t]+(\w+)[ \t]+([^\n]+)|\b(?:const|constexpr)\s+[\w:\s]*?\b(\w+)\s*=\s*([^;{]+);", code):
-        name, value = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        v = mask_value(value, consts)
-        if v is not None:
-            consts[name] = v
-    return consts
-
-
 def mask_value(expr: str, consts: dict) -> int | None:
     """The 32-bit value of a small mask expression (`0xffffffff`, `~0U`, `uint32_t(-1)`, a
     constant of the file), or None."""
@@ -305,7 +295,7 @@ _WIDE = re.compile(r"\b(?:auto|unsigned\s+long\s+long(?:\s+int)?|uint64_t|long\s
 def _calls(t: _Text, r: Rules, out: Result) -> None:
     """Calls with a pattern row, `__*_sync` calls, and where a 64-bit ballot lands; right to
     left, so a call inside another's arguments is done first."""
-    consts, widened = _constants(t.code), set()
+    consts, widened = _constants(t.code, mask_value), set()
     # a file that counts lanes with warpSize means a wave (64 on AMD); one that never does means
     # CUDA's 32-lane warp, and its shuffles keep that width (HIP's default width is warpSize)
     lanes_by_warpsize = re.search(r"\bwarpSize\b", t.code) is not None
