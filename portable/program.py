@@ -103,9 +103,16 @@ class Program:
         self._devices: dict[int, _Loaded] = {}
 
     def __repr__(self):
+        return self.call_text(self.origin.name)
+
+    def call_text(self, name: str) -> str:
+        """The portable.load(...) call that makes this program: its parameters, and the tuning
+        knobs set away from their defaults."""
         args = "".join(f", {k}={v!r}" for k, v in self.params.items())
-        knobs = f", tuning={self.tuning!r}" if self.tuning else ""
-        return f"portable.load({self.origin.name!r}{args}{knobs}{', target=' + repr(self.target) if self.target else ''})"
+        declared = self.origin.declaration.tuning
+        changed = {k: v for k, v in self.tuning.items() if v != declared[k].default}
+        knobs = f", tuning={changed!r}" if changed else ""
+        return f"portable.load({name!r}{args}{knobs}{', target=' + repr(self.target) if self.target else ''})"
 
     # --- targets, source, binary, report ------------------------------------------------
     def targets(self) -> list[str]:

@@ -115,9 +115,7 @@ class Kernel:
         self._launchers: dict[int, Launcher] = {}
 
     def __repr__(self):
-        args = "".join(f", {k}={v!r}" for k, v in self.params.items())
-        knobs = f", tuning={self.tuning!r}" if self.tuning else ""
-        return f"portable.load({self.NAME!r}{args}{knobs}{', target=' + repr(self.target) if self.target else ''})"
+        return self.program.call_text(self.NAME)
 
     # --- per kernel -------------------------------------------------------------------
     def template_context(self, target: str) -> dict:
