@@ -70,9 +70,9 @@ def launcher(function, kinds: tuple[str, ...]):
     return params.binding_launcher(lambda *args: binding(*args)[0], function, lambda raw: raw, kinds, EXTRA)
 
 
-def launch_overlapped(function, grid, block, smem, stream, params) -> int:
+def launch_overlapped(function, grid, block, smem, stream: int, kernel_params: int) -> int:
     """HIP has no programmatic dependent launch: a plain launch (sync.grid_wait is a no-op)."""
-    return _hip().hipModuleLaunchKernel(function, *grid, *block, smem, stream, params, EXTRA)[0]
+    return _hip().hipModuleLaunchKernel(function, *grid, *block, smem, stream, kernel_params, EXTRA)[0]
 
 
 def raise_for(err, what: str) -> None:
