@@ -37,8 +37,8 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from portable import port
-from portable.port_translate import CUDA_LOOKING, FULL64, blank, call_args, defined_names, mask_value, rules
+from portable.porting import port
+from portable.porting.port_translate import CUDA_LOOKING, FULL64, blank, call_args, defined_names, mask_value, rules
 
 VENDORED = ("3rdparty", "third_party", "thirdparty", "vendor", "external")
 DEVICE = re.compile(r"\b__(?:global|device)__\b")

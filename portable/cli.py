@@ -11,8 +11,8 @@ import sys
 import textwrap
 
 # Subcommands owned by other modules register themselves through add_cli(subparsers).
-_PLUGINS = ("portable.reference", "portable.audit", "portable.roofline", "portable.matrix",
-            "portable.calibrate", "portable.bench", "portable.dialect_doc", "portable.port")
+_PLUGINS = ("portable.porting.reference", "portable.porting.audit", "portable.roofline", "portable.matrix",
+            "portable.calibrate", "portable.bench", "portable.dialect_doc", "portable.porting.port")
 
 
 def version() -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import portable
-from portable import audit
+from portable.porting import audit
 from portable.errors import InputError, TargetError
 from portable.kernels import KERNELS
 from portable.targets import all_targets

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from portable import audit
+from portable.porting import audit
 
 LABELS = Path(__file__).parent / "audit_corpus" / "labels.csv"
 # read at import, before the per-test fixture points PORTABLE_CACHE_DIR at a fresh folder

@@ -225,7 +225,7 @@ def test_bench_refuses_zero_repeats(quick_bench, capsys):
 
 def test_output_cut_short_by_a_pipe_is_no_traceback(monkeypatch, tmp_path):
     # `portable ref ... | head -N` (the README shows it): the reader leaves before the end
-    from portable import reference
+    from portable.porting import reference
 
     def reader_left(args):
         raise BrokenPipeError(32, "Broken pipe")

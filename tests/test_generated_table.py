@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portable import reference
+from portable.porting import reference
 from portable.data import load_table, mapping_dir
 
 GENERATOR = Path(__file__).resolve().parents[1] / "mapping" / "generate" / "cuda_hip.py"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from portable import port, port_translate
+from portable.porting import port, port_translate
 from portable.cli import Parser
 from portable.errors import InputError
-from portable.port_translate import translate
+from portable.porting.port_translate import translate
 
 from conftest import toolchain_or_skip
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from portable import reference
+from portable.porting import reference
 from portable.data import TARGET_COLUMNS, load_table, mapping_dir
 from portable.errors import InputError, TargetError
 

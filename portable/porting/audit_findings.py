@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import asdict, dataclass
 
-from .data import load_table
+from ..data import load_table
 
 
 SEVERITIES = ("info", "warning", "error")

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import audit
-from .errors import InputError
+from ..errors import InputError
 from .port_translate import blank, defined_names, translate
-from .targets import all_targets, get_target
+from ..targets import all_targets, get_target
 
 COUNTS = ("names", "headers", "masks", "launches", "findings", "untranslated")
 # HIP runtime includes are for hipcc; hipRTC pre-includes hiprtc_runtime.h instead, which lacks

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .audit_reading import _constants, evaluate
 from .audit_reading import call_spans as call_args
-from .data import load_table
+from ..data import load_table
 
 ID = re.compile(r"[A-Za-z_]\w*")
 _ANNOTATION = re.compile(r"\s+\((?:[^()]|\([^()]*\))*\)\s*$")       # "__half (cuda_fp16.h)"

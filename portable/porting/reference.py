@@ -26,9 +26,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from .data import TARGET_COLUMNS, load_table
-from .errors import InputError
-from .targets import get_target
+from ..data import TARGET_COLUMNS, load_table
+from ..errors import InputError
+from ..targets import get_target
 
 COLUMNS = ("category", "cuda", "hip", *TARGET_COLUMNS, "note", "source", "key", "file")
 AVAILABLE = ("yes", "emulated", "partial")          # what a --target filter keeps

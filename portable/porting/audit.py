@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .audit_findings import (  # noqa: F401  (re-exported: portable.audit is the public face)
+from .audit_findings import (  # noqa: F401  (re-exported: portable.porting.audit is the public face)
     SEVERITIES,
     SOURCE_SUFFIXES,
     Finding,
@@ -23,7 +23,7 @@ from .audit_findings import (  # noqa: F401  (re-exported: portable.audit is the
     maybe_row,
     _fix,
 )
-from .audit_reading import (  # noqa: F401  (re-exported: portable.audit is the public face)
+from .audit_reading import (  # noqa: F401  (re-exported: portable.porting.audit is the public face)
     Source,
     _blank,
     _spaces,
@@ -36,7 +36,7 @@ from .audit_reading import (  # noqa: F401  (re-exported: portable.audit is the 
     _int_literal,
     evaluate,
 )
-from .audit_preprocess import (  # noqa: F401  (re-exported: portable.audit is the public face)
+from .audit_preprocess import (  # noqa: F401  (re-exported: portable.porting.audit is the public face)
     _UNDEF,
     _NVCC_MACROS,
     _HIPCC_MACROS,
@@ -52,7 +52,7 @@ from .audit_preprocess import (  # noqa: F401  (re-exported: portable.audit is t
     _Branch,
     Conditional,
 )
-from .audit_rules import (  # noqa: F401  (re-exported: portable.audit is the public face)
+from .audit_rules import (  # noqa: F401  (re-exported: portable.porting.audit is the public face)
     Audit,
     _matching_brace,
     _statement,
@@ -64,8 +64,8 @@ from .audit_rules import (  # noqa: F401  (re-exported: portable.audit is the pu
     _name_index,
     _name_verdicts,
 )
-from .errors import InputError
-from .targets import Target, all_targets, get_target
+from ..errors import InputError
+from ..targets import Target, all_targets, get_target
 
 
 # ---------------------------------------------------------------- entry points

@@ -9,8 +9,8 @@ from pathlib import Path
 from .audit_findings import Finding, _fix, maybe_row, table_row
 from .audit_preprocess import _NAMES_AMD, _STUB_STATEMENT, Conditional, _included_macros
 from .audit_reading import _TYPE_BYTES, Source, _call_args, _constants, evaluate
-from .data import TARGET_COLUMNS, load_table
-from .targets import Target, all_targets
+from ..data import TARGET_COLUMNS, load_table
+from ..targets import Target, all_targets
 
 
 # ---------------------------------------------------------------- the checks

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .audit_reading import _and3, _blank, _int_literal, _not3, _or3, evaluate, int_value
-from .targets import Target
+from ..targets import Target
 
 
 # ---------------------------------------------------------------- what each target compiles
