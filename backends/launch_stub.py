@@ -39,28 +39,43 @@ def module():
     if os.environ.get("PORTABLE_LAUNCH", "") == "binding":
         _why_not.append("PORTABLE_LAUNCH=binding")
         return None
+    try:
+        return _load(_built())
+    except (OSError, ImportError, subprocess.SubprocessError, _NotBuilt) as e:
+        _why_not.append(str(e))
+        return None
+
+
+class _NotBuilt(Exception):
+    pass
+
+
+def _built() -> Path:
+    """The stub's shared object in the cache, compiled on first use."""
     source = SOURCE.read_bytes()
     include = sysconfig.get_paths()["include"]
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     tag = hashlib.sha256(source + include.encode() + suffix.encode()).hexdigest()[:16]
     path = cache_dir() / "launch" / f"portable_launch_stub_{tag}{suffix}"
-    if not path.exists():
-        cc = _compiler()
-        if cc is None:
-            _why_not.append("no C compiler (cc, gcc or clang) on PATH")
-            return None
-        if not (Path(include) / "Python.h").exists():
-            _why_not.append(f"no Python headers (Python.h) in {include}")
-            return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-            built = Path(tmp) / path.name
-            run = subprocess.run(cc + ["-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(built)],
-                                 capture_output=True, text=True)
-            if run.returncode:
-                _why_not.append(f"{cc[0]} failed: {run.stderr.strip()[-400:]}")
-                return None
-            os.replace(built, path)         # atomic: another process building it too is fine
+    if path.exists():
+        return path
+    cc = _compiler()
+    if cc is None:
+        raise _NotBuilt("no C compiler (cc, gcc or clang) on PATH")
+    if not (Path(include) / "Python.h").exists():
+        raise _NotBuilt(f"no Python headers (Python.h) in {include}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        built = Path(tmp) / path.name
+        run = subprocess.run(cc + ["-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(built)],
+                             capture_output=True, text=True, timeout=300)
+        if run.returncode:
+            raise _NotBuilt(f"{cc[0]} failed: {run.stderr.strip()[-400:]}")
+        os.replace(built, path)         # atomic: another process building it too is fine
+    return path
+
+
+def _load(path: Path):
     loader = importlib.machinery.ExtensionFileLoader("portable_launch_stub", str(path))
     spec = importlib.util.spec_from_file_location("portable_launch_stub", path, loader=loader)
     stub = importlib.util.module_from_spec(spec)

@@ -78,3 +78,16 @@ def test_binding_chosen_by_environment(monkeypatch):
         assert launch_stub.status() == "binding (PORTABLE_LAUNCH=binding)"
     finally:
         launch_stub.module.cache_clear()
+
+
+def test_a_stub_that_cannot_be_built_falls_back_with_the_reason(monkeypatch, tmp_path):
+    monkeypatch.setenv("PORTABLE_CACHE_DIR", str(tmp_path))     # nothing built there yet
+    monkeypatch.setenv("CC", "false")                            # a compiler that always fails
+    monkeypatch.setattr(launch_stub, "_why_not", [])
+    launch_stub.module.cache_clear()
+    try:
+        assert launch_stub.module() is None
+        assert launch_stub.launcher("libc.so.6", "printf", 1, ("ptr",)) is None
+        assert launch_stub.status().startswith("binding (") and "false failed" in launch_stub.status()
+    finally:
+        launch_stub.module.cache_clear()
