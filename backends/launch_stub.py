@@ -83,6 +83,7 @@ def _load(path: Path):
     return stub
 
 
+@functools.cache
 def _address(library: str, symbol: str) -> int | None:
     try:
         return ctypes.cast(getattr(ctypes.CDLL(library), symbol), ctypes.c_void_p).value

@@ -318,16 +318,7 @@ class Entry(dict):
         st = self._on.get(device)
         if st is None or smem > st.smem:
             st = self._prepare(device, smem)
-        if st.check_device and current_device() != device:
-            with torch.cuda.device(device):
-                err = st.go(*grid, *block, smem, current_stream(device), *values)
-        else:
-            err = st.go(*grid, *block, smem, current_stream(device), *values)
-        if err:
-            st.runtime.make_current(device)      # a thread torch has not used yet: bind its context, retry once
-            err = st.go(*grid, *block, smem, current_stream(device), *values)
-            if err:
-                st.runtime.raise_for(err, f"launch of {self.name} grid {grid} block {block} smem {smem} on cuda:{device}")
+        launch_checked(st.runtime, st.go, device, grid, block, smem, values, self.name)
 
     def _prepare(self, device: int, smem: int) -> "_OnDevice":
         """The entry's function on `device`, its dynamic shared memory raised to `smem` where needed."""
@@ -343,6 +334,22 @@ class Entry(dict):
             st.smem = smem
         self._on[device] = st
         return st
+
+
+def launch_checked(runtime, go, device: int, grid, block, smem: int, values, what: str) -> None:
+    """One launch through `go` (a runtime's launcher) with every case of the slow path handled:
+    `device` made current where another is, a thread torch has not used yet given the device's
+    context and one retry, an error raised naming `what`."""
+    def attempt():
+        if current_device() != device:
+            with torch.cuda.device(device):
+                return go(*grid, *block, smem, current_stream(device), *values)
+        return go(*grid, *block, smem, current_stream(device), *values)
+    if attempt():
+        runtime.make_current(device)
+        err = attempt()
+        if err:
+            runtime.raise_for(err, f"launch of {what} grid {tuple(grid)} block {tuple(block)} smem {smem} on cuda:{device}")
 
 
 class _OnDevice:

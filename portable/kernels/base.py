@@ -12,7 +12,7 @@ from ..device import current_device, current_stream, device_target
 from ..errors import InputError, TargetError
 from .. import declare
 from ..data import templates_dir
-from ..program import Origin, Program
+from ..program import Origin, Program, launch_checked
 from ..report import static_report
 from ..targets import get_target
 from ..backends.params import ParamPacker
@@ -25,7 +25,7 @@ class Launcher:
     which packs the arguments (backends/params.py)."""
 
     def __init__(self, kernel: "Kernel", device_index: int):
-        self.device_index = device_index
+        self.device_index, self.name = device_index, kernel.ENTRY
         self.target = target = device_target(device_index).name
         binary = kernel.binary(target, purpose="run")
         self.runtime = runtime = backends.runtime_for(target)
@@ -52,20 +52,17 @@ class Launcher:
 
     def __call__(self, grid, block, smem, args):
         index = self.device_index
-        if self.check_device and current_device() != index:
-            with torch.cuda.device(index):
-                return self.launch_checked(self.go, "", grid, block, smem, args)
-        if self.go(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, current_stream(index), *args):
-            # a thread torch has not used yet has no current context: bind it and retry once
-            self.runtime.make_current(index)
-            self.launch_checked(self.go, "", grid, block, smem, args)
+        if (self.check_device and current_device() != index) or \
+                self.go(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, current_stream(index), *args):
+            # another device current, or a failed launch (nothing queued; e.g. a thread torch has
+            # not used yet): the checked launch handles both
+            launch_checked(self.runtime, self.go, index, grid, block, smem, args, self.name)
 
     def launch_other(self, name: str, grid, block, smem, args, overlap: bool = False):
         """Launch a kernel of the module by name (not the hot path: errors are checked by name).
         overlap: a programmatic dependent launch where the backend has one (the kernel must
         call sync.grid_wait before it reads what the kernel before it wrote, or writes)."""
         function, go = self.other(name)
-        index = self.device_index
         if overlap:
             packer = self._overlap_packers.get(name) or self._overlap_packers.setdefault(
                 name, ParamPacker(self.signatures[name].kinds))
@@ -74,20 +71,10 @@ class Launcher:
                 with packer.lock:
                     packer.pack(a[8:])
                     return self.runtime.launch_overlapped(function, a[:3], a[3:6], a[6], a[7], packer.address)
-        if self.check_device and current_device() != index:
-            with torch.cuda.device(index):
-                return self.launch_checked(go, name, grid, block, smem, args)
-        if go(*grid, *block, smem, current_stream(index), *args):
-            self.runtime.make_current(index)
-            self.launch_checked(go, name, grid, block, smem, args)
-
-    def launch_checked(self, go, name: str, grid, block, smem, args):
-        """The slow path (another device, a retry): same launch, error raised with the call named."""
         index = self.device_index
-        err = go(*grid, *block, smem, current_stream(index), *args)
-        if err:
-            self.runtime.raise_for(err, f"launch of {name + ' ' if name else ''}{grid} x {block} (smem {smem}) "
-                                        f"on device {index}")
+        if (self.check_device and current_device() != index) or \
+                go(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, current_stream(index), *args):
+            launch_checked(self.runtime, go, index, grid, block, smem, args, name)
 
 
 class Kernel:

@@ -71,22 +71,16 @@ class Audit:
         # are correct on a 64-lane wave; the hazard is 32 used beside warpSize, which is 64 there.
         if not self.mixed:
             return
-        for m in self._SHARED_PER_WARP.finditer(self.src.code):
-            self.add(m.start(), len(m.group()), "warning", "warp-size",
-                     "shared array sized for 32-lane warps while warps are counted with warpSize elsewhere in the file",
-                     self.wave64, table_row("threadIdx.x >> 5 / threadIdx.x / 32 (warp index hard-coded)"))
-        for m in self._LANE_ARITH.finditer(self.src.code):
-            self.add(m.start(), len(m.group()), "warning", "warp-size",
-                     "lane index computed for 32-lane warps; a wave has 64 lanes here",
-                     self.wave64, table_row("threadIdx.x % 32 (or %laneid)"))
-        for m in self._WARP_ARITH.finditer(self.src.code):
-            self.add(m.start(), len(m.group()), "warning", "warp-size",
-                     "warp index computed for 32-lane warps; a wave has 64 lanes here",
-                     self.wave64, table_row("threadIdx.x >> 5 / threadIdx.x / 32 (warp index hard-coded)"))
-        for m in self._WARP_SCALE.finditer(self.src.code):
-            self.add(m.start(), len(m.group()), "warning", "warp-size",
-                     "offset scaled by a hard-coded warp size of 32",
-                     self.wave64, table_row("threadIdx.x >> 5 / threadIdx.x / 32 (warp index hard-coded)"))
+        warp_index = "threadIdx.x >> 5 / threadIdx.x / 32 (warp index hard-coded)"
+        for pattern, message, row in (
+                (self._SHARED_PER_WARP, "shared array sized for 32-lane warps while warps are counted with warpSize "
+                                        "elsewhere in the file", warp_index),
+                (self._LANE_ARITH, "lane index computed for 32-lane warps; a wave has 64 lanes here",
+                 "threadIdx.x % 32 (or %laneid)"),
+                (self._WARP_ARITH, "warp index computed for 32-lane warps; a wave has 64 lanes here", warp_index),
+                (self._WARP_SCALE, "offset scaled by a hard-coded warp size of 32", warp_index)):
+            for m in pattern.finditer(self.src.code):
+                self.add(m.start(), len(m.group()), "warning", "warp-size", message, self.wave64, table_row(row))
 
     # names that say "warp size": WARP_SIZE, kWarpSize, warp_size, THREADS_PER_WARP, WARP
     _WARP_NAME = (r"(?:\w*(?:WARP|[Ww]arp)_?(?:SIZE|[Ss]ize|THREADS|[Tt]hreads|LANES|[Ll]anes)\w*"
@@ -311,8 +305,6 @@ class Audit:
         """One finding per library a file uses: at its first include, or its first use."""
         code, code_str = self.src.code, self.src.code_str
         for pattern, what, fix, row_name in self._LIBRARIES:
-            first = [m for m in (re.search(pattern, code_str if "include" in pattern.split("|")[0] else code),
-                                 re.search(pattern, code)) if m]
             hits = [m for m in re.finditer(pattern, code_str) if m.group().lstrip().startswith("#")] + \
                 [m for m in re.finditer(pattern, code) if not m.group().lstrip().startswith("#")]
             live = [m for m in sorted(hits, key=lambda m: m.start())

@@ -25,7 +25,7 @@ import torch
 
 from ...device import device_target
 from ...dtypes import bf16_half_ulp
-from ...errors import InputError, TargetError
+from ...errors import InputError
 from ...formats import MX_BLOCK, scale_row_max
 from . import reference as ref
 from ...targets import get_target, tiling
