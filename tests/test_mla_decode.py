@@ -72,9 +72,10 @@ def test_fp8_on_sm90a_takes_the_fragments_loop_and_refuses_shapes_it_cannot_run(
 
 
 def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
-    """kv_format says what is computed; the tiling and loop only how fast, so they are knobs
-    (0 / "" the target's table), each validated over its closed set."""
-    assert list(MLADecode.PARAMS) == ["kv_format"]
+    """kv_format and mma (the products' operands, which round Q and P) say what is computed;
+    the tiling and loop only how fast, so they are knobs (0 / "" the target's table), each
+    validated over its closed set."""
+    assert list(MLADecode.PARAMS) == ["kv_format", "mma"]
     assert set(MLADecode.TUNING) == {"kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens",
                                       "loop", "stages"}
     with pytest.raises(portable.InputError, match=r"loop: a tuning knob .* pass tuning=\{'loop': \.\.\.\}"):
@@ -82,7 +83,7 @@ def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
     with pytest.raises(portable.InputError, match=r"kv_tile: expected one of \[0, 32, 64\], got 48"):
         portable.load("mla_decode", tuning={"kv_tile": 48})
     k = portable.load("mla_decode", kv_format="fp8", tuning={"loop": "tile", "kv_tile": 32})
-    assert k.params == {"kv_format": "fp8"} and k.tuning["loop"] == "tile" and k.tuning["stages"] == 0
+    assert k.params == {"kv_format": "fp8", "mma": "auto"} and k.tuning["loop"] == "tile" and k.tuning["stages"] == 0
     assert k.template_context("sm_90a")["LOOP"] == "tile" and k.template_context("sm_90a")["KV_TILE"] == 32
 
 

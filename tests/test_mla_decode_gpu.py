@@ -16,12 +16,12 @@ pytestmark = pytest.mark.gpu
 RAGGED = [1, 63, 64, 65, 4097, 8192, 0]
 
 
-def run_and_compare(fmt, lens, q_len, h, page_size=None, **knobs):
+def run_and_compare(fmt, lens, q_len, h, page_size=None, atol=1e-2, mma="auto", **knobs):
     inputs = make_mla_inputs(lens, q_len, h, fmt, seed=torch.seed() % (1 << 31), page_size=page_size, device="cuda")
-    mla = portable.load("mla_decode", kv_format=fmt, tuning=knobs)
+    mla = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
     out, lse = mla(**inputs, return_lse=True)
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
-    ok, detail = compare(out, lse, want_out, want_lse)
+    ok, detail = compare(out, lse, want_out, want_lse, atol=atol)
     assert ok, f"{fmt} lens={lens} q_len={q_len} h={h} page={page_size}: {detail}"
     return out, lse
 
@@ -98,6 +98,38 @@ def test_heads_loop_matches_reference(fmt):
     run_and_compare(fmt, [8192], 1, 64, loop="heads")
     out, lse = run_and_compare(fmt, [0, 0, 5], 1, 64, loop="heads")
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
+
+
+def test_fp8_products_match_reference():
+    """mma="fp8" (Q and P rounded to e4m3, both products on the fp8 matrix path): within the 1e-2
+    bar where every sequence is at least FP8_PRODUCTS_FROM_KV long (what "auto" asks before
+    taking it) on 16 heads x 4 tokens, h = 128, 64-row pages (NaN in unused pages) and one long
+    sequence split into chunks; shorter and empty sequences within 2e-2 (rows averaging few
+    values show Q's rounding), NaN-free."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    run_and_compare("fp8", [4096, 8192, 5000], 4, 16, mma="fp8")
+    run_and_compare("fp8", [4097, 8192], 1, 128, mma="fp8")
+    run_and_compare("fp8", [4100, 6000, 8192], 2, 32, page_size=64, mma="fp8")
+    run_and_compare("fp8", [8192], 1, 64, mma="fp8")
+    run_and_compare("fp8", RAGGED, 4, 16, atol=2e-2, mma="fp8")
+    out, lse = run_and_compare("fp8", [0, 0, 5], 1, 64, atol=2e-2, mma="fp8")
+    assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
+
+
+def test_auto_takes_fp8_products_only_on_long_sequences():
+    mla = portable.load("mla_decode", kv_format="fp8")
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    target = device_target(torch.cuda.current_device()).name
+    for lens, q_len, h, want in (([4096, 8192], 4, 16, "fp8"), ([4096, 8192], 4, 32, "fp8"), ([4095, 8192], 4, 16, "auto"),
+                                 ([8192], 1, 16, "auto")):
+        inputs = make_mla_inputs(lens, q_len, h, "fp8", seed=1, device="cuda")
+        plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
+        assert mla.for_heads(h, target, plan.q_max, plan.kv_min).params["mma"] == want, (lens, q_len, h)
+        out, lse = mla(**inputs, plan=plan, return_lse=True)
+        ok, detail = compare(out, lse, *mla_reference(**inputs, out_dtype=torch.float32))
+        assert ok, (lens, q_len, h, detail)
 
 
 def test_errors_before_launch():

@@ -4,6 +4,13 @@
     plan = mla.plan(qo_indptr, kv_indptr, heads=16)          # once per batch layout
     out, lse = mla(q, kv, qo_indptr, kv_indptr, kv_scale=scale, plan=plan, return_lse=True)
 
+The products' operands (`mma`): "bf16" multiplies bf16 Q with the cache decoded to bf16;
+"fp8" (the fp8 cache on sm_90a) rounds Q to e4m3, one scale a (token, head) row, and P to e4m3,
+and runs both products on the fp8 matrix path (twice the bf16 rate); "auto" takes fp8 where
+the work is bound by the matrix units (from tuning.toml's `from_rows` query rows a sequence)
+and every sequence is at least FP8_PRODUCTS_FROM_KV long: shorter rows average fewer values
+and Q's rounding then shows beyond the 1e-2 bar (bench/NOTES.md, issue 40's numerics).
+
 Work list: the host splits each (query token, 16*RG-head group) into KV chunks so that the
 blocks fill the GPU (split-KV); chunks of one row are merged by mla_combine. Planning reads
 the two indptr arrays on the host (one small copy when they live on the GPU).
@@ -38,6 +45,7 @@ WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, 
 # bytes padded to 320 so that a quarter warp's two rows read disjoint banks
 HEADS_RAW_ROW = {"bf16": 0, "fp8": D, "mxfp4": 320}
 SCALE_WINDOW = 20       # MXFP4: a row's 18 scale bytes (2-byte aligned) in a 4-byte aligned window
+FP8_PRODUCTS_FROM_KV = 4096     # mma="auto": fp8 products only where every sequence is this long
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class MLAPlan:
     total_q: int
     heads: int
     q_max: int                    # most query tokens of one sequence (picks the tiling with for_heads)
+    kv_min: int                   # fewest KV rows of a sequence with query tokens (mma="auto")
     batch: int
     device_index: int
     tiles: dict = field(hash=False)
@@ -62,7 +71,9 @@ class MLADecode(Kernel):
     TEMPLATE = "mla_decode.j2"
     ENTRY = "mla_decode"
     # what the kernel computes: the cache's format (every knob below changes only how fast)
-    PARAMS = {"kv_format": Choice(("bf16", "fp8", "mxfp4"), "bf16")}
+    PARAMS = {"kv_format": Choice(("bf16", "fp8", "mxfp4"), "bf16"),
+              # the products' operands (module docstring): they round Q and P, so a parameter
+              "mma": Choice(("auto", "bf16", "fp8"), "auto")}
     # how: the tiling and loop, each 0 / "" for the target's value from tuning.toml (beside
     # this file). They change the order of the floating-point sums at most, never the result
     # asked for, so they are knobs: portable.load("mla_decode", tuning={"loop": "heads"})
@@ -98,6 +109,8 @@ class MLADecode(Kernel):
         loop = self.tuning["loop"] or t.get("loop")
         if loop in WGMMA_LOOPS:                                               # that loop's own shape
             t.update(table.get(loop, {}))
+        if loop == "heads" and self.params["mma"] == "fp8":
+            t.update(table.get("heads_fp8", {}))
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
         t.setdefault("tokens", 1)
@@ -108,16 +121,25 @@ class MLADecode(Kernel):
                 t[key] = self.tuning[key]
         return t
 
-    def for_heads(self, heads: int, target: str, q_max: int = 1) -> "MLADecode":
+    def for_heads(self, heads: int, target: str, q_max: int = 1, kv_min: int = 0) -> "MLADecode":
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
         [.heads] tiling from its `from_rows` rows for this format, or else, where the format's
         own loop is the tile loop, its [.wide] one when they fill that tiling's row groups (16
         rows a group: heads of one token, or one head group of consecutive tokens; each group a
-        block holds re-reads no KV). An explicit loop or tiling wins."""
+        block holds re-reads no KV). An explicit loop or tiling wins. mma="auto" turns to fp8
+        products from the [.heads_fp8] table's `from_rows` when the shortest sequence (kv_min)
+        is FP8_PRODUCTS_FROM_KV long."""
         table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
+        rows, options = heads * q_max, []
+        params = dict(self.params)
+        fp8 = table.get("heads_fp8")
+        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= fp8["from_rows"]
+                and kv_min >= FP8_PRODUCTS_FROM_KV):
+            params["mma"], loop = "fp8", "heads"
+        elif params["mma"] == "fp8" and loop == "":
+            loop = "heads"
         if any(self.tuning[k] for k in ("row_groups", "kv_tile", "warps")) or loop in ("fragments", "twin"):
             return self
-        rows, options = heads * q_max, []
         if table.get("heads") and fmt in WGMMA_LOOPS["heads"][0] and loop in ("", "heads"):
             options.append((table["heads"], table["heads"]["from_rows"].get(fmt)))
         if table.get("wide") and (loop or self.tiles(target)["loop"]) == "tile":
@@ -125,14 +147,14 @@ class MLADecode(Kernel):
         fits = [t for t, least in options if loop == "heads" or (least is not None and rows >= least)]
         if not fits:
             return self
-        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING}}
+        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING}, "loop": loop or fits[0].get("loop", "")}
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
                           if knobs["row_groups"] % d == 0 and heads % (16 * d) == 0)
         knobs["tokens"] = knobs["row_groups"] // head_groups
-        key = tuple(sorted(knobs.items()))     # the parameters are this kernel's own
+        key = (tuple(sorted(knobs.items())), params["mma"])
         variants = self.__dict__.setdefault("_variants", {})
         if key not in variants:
-            variants[key] = MLADecode(target=self.target, tuning=knobs, **self.params)
+            variants[key] = MLADecode(target=self.target, tuning=knobs, **params)
         return variants[key]
 
     def template_context(self, target):
@@ -140,6 +162,10 @@ class MLADecode(Kernel):
         mma_n = get_target(target).mma_shape[1]
         if t["loop"] in WGMMA_LOOPS:
             self._check_wgmma_loop(target, t)
+        mma = self.params["mma"]
+        if mma == "fp8" and (self.params["kv_format"] != "fp8" or t["loop"] != "heads"):
+            raise InputError(f"mma: 'fp8' runs the fp8 cache on the heads loop of warpgroup-MMA targets; got kv_format "
+                             f"{self.params['kv_format']!r}, loop {t['loop']!r} on {target} (use mma='bf16' or 'auto')")
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -152,7 +178,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_tile/row_groups: {t} need {layout['bytes']} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
                 "MIN_BLOCKS": t["min_blocks"], "KSPLIT": self.score_split(target), "TOKENS": t["tokens"],
-                "LOOP": t["loop"], "STAGES": t["stages"], "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
+                "LOOP": t["loop"], "STAGES": t["stages"], "MMA": "fp8" if mma == "fp8" else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
 
     def _check_wgmma_loop(self, target: str, t: dict) -> None:
         """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
@@ -178,6 +204,10 @@ class MLADecode(Kernel):
         """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
+        if t["loop"] == "heads" and self.params["mma"] == "fp8":   # e4m3 Q, a ring of raw KV tiles, V^T (512 x 64), P (64 x 64), Q's row scales, [warpgroup][row] maxima, sums
+            tile = 64 * D
+            return {**_regions(q=tile, kv=t["stages"] * tile, vt=DV * 64, p=64 * 64, qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
+                    "stage": tile}
         if t["loop"] == "heads":        # 128-byte-swizzled Q and KV tiles (64 rows) and P (64 x 64 bf16), [warpgroup][row] maxima, sums
             fmt = self.params["kv_format"]
             tile, raw_row, mx = 64 * D * 2, HEADS_RAW_ROW[fmt], fmt == "mxfp4"
@@ -262,17 +292,18 @@ class MLADecode(Kernel):
         index = device.index if device.index is not None else torch.cuda.current_device()
         target = device_target(index).name
         qo, kvp = qo_indptr.tolist(), kv_indptr.tolist()
-        q_max = max((qo[b + 1] - qo[b] for b in range(len(qo) - 1)), default=1)
-        kernel = self.for_heads(heads, target, q_max)
         if len(qo) != len(kvp):
             raise InputError(f"kv_indptr: expected {len(qo)} entries like qo_indptr, got {len(kvp)}")
+        q_max = max((qo[b + 1] - qo[b] for b in range(len(qo) - 1)), default=1)
+        kv_min = min((kvp[b + 1] - kvp[b] for b in range(len(qo) - 1) if qo[b + 1] > qo[b]), default=0)
+        kernel = self.for_heads(heads, target, q_max, kv_min)
         sms = torch.cuda.get_device_properties(index).multi_processor_count
         items, token_chunks = kernel.work_list(qo, kvp, heads, target, sms)
         return MLAPlan(
             work=torch.tensor(items, dtype=torch.int32).reshape(-1, 8).to(device),
             token_chunks=torch.tensor(token_chunks, dtype=torch.int32).to(device),
             qo_indptr=qo_indptr.to(device), kv_indptr=kv_indptr.to(device),
-            n_items=len(items), chunks=max(token_chunks, default=1), total_q=qo[-1], heads=heads, q_max=q_max,
+            n_items=len(items), chunks=max(token_chunks, default=1), total_q=qo[-1], heads=heads, q_max=q_max, kv_min=kv_min,
             batch=len(qo) - 1, device_index=index, tiles=kernel.tiles(target))
 
     def __call__(self, q, kv, qo_indptr, kv_indptr, kv_scale=None, kv_indices=None, page_size: int = 1,
@@ -282,7 +313,7 @@ class MLADecode(Kernel):
         if plan is None:
             self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
             plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
-        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max)
+        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min)
         if kernel is not self:
             return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan)
         sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
