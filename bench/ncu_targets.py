@@ -1,7 +1,7 @@
 """One launch of each kernel configuration worth profiling, for Nsight Compute:
 
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats ... \
-        python3 bench/ncu_targets.py [mla] [heads] [fp8] [twin] [moe] [moe_skinny] [moe_m64] [moe_large] [moe_e33m64] [moe_e33m64_tma] [moe_rs]
+        python3 bench/ncu_targets.py [mla] [heads] [fp8] [products] [twin] [moe] [moe_skinny] [moe_m64] [moe_large] [moe_e33m64] [moe_e33m64_tma] [moe_rs]
 
 Inputs are built and each kernel compiled before its one profiled call; no timing here (ncu
 replays each launch and reports its own duration and counters).
@@ -21,6 +21,9 @@ TARGETS = {
     + [("mla_decode", {"kv_format": "bf16"}, {"B": 64, "L": 4096, "q_len": 1, "h": 128})],
     "heads": [("mla_decode", {"kv_format": "bf16"}, {"B": 64, "L": 4096, "q_len": 1, "h": 128})],
     "fp8": [("mla_decode", {"kv_format": "fp8"}, {"B": 128, "L": 8192, "q_len": 1, "h": 16})],
+    # the heads loop on bf16 products and the fp8 cache on fp8 products (issue 40)
+    "products": [("mla_decode", {"kv_format": f, "mma": m}, {"B": 64, "L": 4096, "q_len": 1, "h": 128})
+                 for f, m in (("bf16", "auto"), ("fp8", "fp8"))],
     "twin": [("mla_decode", {"kv_format": "mxfp4", "loop": "twin"}, {"B": 128, "L": 8192, "q_len": 1, "h": 16})],
     "moe": [("mxfp4_moe", {"mode": "a16w4"}, MOE_SHAPES[i]) for i in (0, 5)],
     "moe_skinny": [("mxfp4_moe", {"mode": "a16w4", "overlap": 0}, MOE_SHAPES[0])],     # plain launches: no waits in the profile
