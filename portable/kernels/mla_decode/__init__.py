@@ -46,6 +46,10 @@ WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, 
 HEADS_RAW_ROW = {"bf16": 0, "fp8": D, "mxfp4": 320}
 SCALE_WINDOW = 20       # MXFP4: a row's 18 scale bytes (2-byte aligned) in a 4-byte aligned window
 FP8_PRODUCTS_FROM_KV = 4096     # mma="auto": fp8 products only where every sequence is this long
+# fp8 products' relative L2 bar: Q rounded to e4m3 (3 mantissa bits) alone gives 2.6-2.8% on the
+# test inputs (random rows whose weighted mean nearly cancels: |out| <= 0.36); the max abs bar
+# stays 1e-2 (bench/NOTES.md, issue 40's numerics)
+FP8_PRODUCTS_REL_L2 = 5e-2
 
 
 @dataclass(frozen=True)
@@ -404,7 +408,9 @@ class MLADecode(Kernel):
     def verify(self, inputs, result) -> tuple[bool, str]:
         out, lse = result
         want_out, want_lse = ref.mla_reference(**_unplanned(inputs), out_dtype=torch.float32)
-        return compare(out, lse, want_out, want_lse)
+        plan = inputs["plan"]
+        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min)
+        return compare(out, lse, want_out, want_lse, rtol_l2=FP8_PRODUCTS_REL_L2 if kernel.params["mma"] == "fp8" else 1e-2)
 
     def peers(self) -> dict:
         """The torch path always; FlashInfer's MLA decode on bf16 caches where it is installed
