@@ -208,9 +208,9 @@ class MLADecode(Kernel):
         """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
-        if t["loop"] == "heads" and self.params["mma"] == "fp8":   # e4m3 Q, a ring of raw KV tiles, V^T (512 x 64), P (64 x 64), Q's row scales, [warpgroup][row] maxima, sums
+        if t["loop"] == "heads" and self.params["mma"] == "fp8":   # e4m3 Q, a ring of raw KV tiles, two V^T (512 x 64) and P (64 x 64), Q's row scales, [warpgroup][row] maxima, sums
             tile = 64 * D
-            return {**_regions(q=tile, kv=t["stages"] * tile, vt=DV * 64, p=64 * 64, qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
+            return {**_regions(q=tile, kv=t["stages"] * tile, vt=2 * DV * 64, p=2 * 64 * 64, qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
                     "stage": tile}
         if t["loop"] == "heads":        # 128-byte-swizzled Q and KV tiles (64 rows) and P (64 x 64 bf16), [warpgroup][row] maxima, sums
             fmt = self.params["kv_format"]
