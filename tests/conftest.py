@@ -55,9 +55,10 @@ def refill(inputs: dict, fresh: dict) -> None:
 
 
 def assert_wgmma_pipelined(kernel, what="") -> None:
-    """ptxas kept the sm_90a kernel's wgmma pipelined: no C7511 advisory ("wgmma.mma_async
-    instructions are serialized") in its compile log (skipped without NVRTC)."""
+    """ptxas kept the sm_90a kernel's wgmma pipelined: no "wgmma.mma_async instructions are
+    serialized" advisory in its compile log (C7511, C7514 and the other reasons ptxas gives;
+    skipped without NVRTC)."""
     from portable.backends import nvrtc
     toolchain_or_skip(nvrtc.available())
     log = kernel.binary("sm_90a").log
-    assert "ptxas info" in log and "C7511" not in log, what
+    assert "ptxas info" in log and "instructions are serialized" not in log, (what, log[-600:])

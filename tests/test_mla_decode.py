@@ -195,8 +195,43 @@ def test_compare_counts_error_beyond_the_bf16_output_rounding():
     assert not compare((want + 0.02).to(torch.bfloat16), lse, want, lse)[0]
 
 
-@pytest.mark.parametrize("fmt,loop", [("bf16", "heads"), ("fp8", "fragments"), ("fp8", "heads"), ("mxfp4", "twin"),
-                                      ("mxfp4", "heads")])
-def test_wgmma_pipeline_not_serialized(fmt, loop):
-    """ptxas keeps the sm_90a loops' wgmma pipelined (no C7511 advisory)."""
-    assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, tuning={"loop": loop}))
+@pytest.mark.parametrize("fmt,loop,mma", [("bf16", "heads", "auto"), ("fp8", "fragments", "auto"), ("fp8", "heads", "bf16"),
+                                          ("fp8", "heads", "fp8"), ("mxfp4", "twin", "auto"), ("mxfp4", "heads", "auto")])
+def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
+    """ptxas keeps the sm_90a loops' wgmma pipelined (no "serialized" advisory: an O register
+    read while its P V is in flight made the fp8 products' loop 25% slower)."""
+    assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": loop}))
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_fp8_products_compile_to_fp8_warpgroup_mma(stages):
+    """mma="fp8": 18 e4m3 MMAs for S (twice: the pipeline's first tile and the loop) and 2 for
+    P V, no bf16 MMA, no spills, inside sm_90a's shared memory; the layout the test knows."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format="fp8", mma="fp8", tuning={"stages": stages}).for_heads(32, "sm_90a", 4, 8192)
+    assert k.tiles("sm_90a")["loop"] == "heads" and k.params["mma"] == "fp8"
+    r = k.report("sm_90a")
+    assert r["instructions"]["hgmma"] == 38 and r["instructions"]["hmma"] == 0, r
+    assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    assert k.dynamic_smem("sm_90a") == (1 + stages) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + 64 * 4 + 2 * 2 * 64 * 4
+    assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
+
+
+def test_fp8_products_refused_where_they_do_not_run():
+    with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 cache on the heads loop"):
+        portable.load("mla_decode", kv_format="bf16", mma="fp8").source("sm_90a")
+    with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 cache on the heads loop"):
+        portable.load("mla_decode", kv_format="fp8", mma="fp8").source("sm_100a")
+    with pytest.raises(portable.InputError, match="mma: expected one of"):
+        portable.load("mla_decode", kv_format="fp8", mma="fp4")
+
+
+def test_auto_picks_fp8_products_from_rows_and_length():
+    k = MLADecode(kv_format="fp8")
+    assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"       # 128 rows, long
+    assert k.for_heads(16, "sm_90a", 4, 4096).params["mma"] == "fp8"       # 64 rows
+    assert k.for_heads(16, "sm_90a", 2, 8192).params["mma"] == "auto"      # 32 rows: bf16 products
+    assert k.for_heads(32, "sm_90a", 4, 4095).params["mma"] == "auto"      # a sequence too short
+    assert k.for_heads(128, "sm_100a", 1, 8192) is k                       # no fp8 products there
+    assert MLADecode(kv_format="fp8", mma="bf16").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "bf16"
+    assert MLADecode(kv_format="mxfp4").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "auto"
