@@ -1,9 +1,10 @@
 """mla_decode's products side by side on the compute-bound shapes (issue 40): the bf16 cache,
 the fp8 cache on bf16 products (Q bf16, the cache decoded to bf16) and on fp8 products
-(mma="fp8": Q and P rounded to e4m3, both products on the fp8 matrix path), each checked
+(mma="fp8": Q and P rounded to e4m3, both products on the fp8 matrix path; "fp8x2": Q as two
+e4m3 parts), each checked
 against the fp32 reference (largest error printed) and timed, interleaved, median of 20.
 
-    python bench/mla_products.py [--out DIR] [--stages 2,3]
+    python bench/mla_products.py [--out DIR] [--stages 2[,3]]
 """
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ def label(shape: dict) -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--stages", default="2,3", help="the fp8 products' KV ring depths to time")
+    ap.add_argument("--stages", default="2", help="the fp8 products' KV ring depths to time")
     args = ap.parse_args()
     cases = [("bf16", "auto", {}), ("fp8", "bf16", {})]
-    cases += [("fp8", "fp8", {"stages": int(s)}) for s in args.stages.split(",")]
+    cases += [("fp8", m, {"stages": int(s)}) for m in ("fp8", "fp8x2") for s in args.stages.split(",")]
     rows = []
     for shape in SHAPES:
         timed = []

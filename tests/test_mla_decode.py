@@ -136,7 +136,7 @@ def test_heads_loop_for_bf16_from_16_rows():
 @pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
 def test_heads_loop_compiles_to_warpgroup_mma_without_spills(fmt):
     toolchain_or_skip(nvrtc.available())
-    r = MLADecode(kv_format=fmt, tuning={"loop": "heads"}).for_heads(128, "sm_90a").report("sm_90a")
+    r = MLADecode(kv_format=fmt, mma="bf16", tuning={"loop": "heads"}).for_heads(128, "sm_90a").report("sm_90a")
     assert r["instructions"]["hgmma"] == 40 and r["instructions"]["hmma"] == 0, r    # 36 for S, 4 for P V
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
@@ -144,17 +144,18 @@ def test_heads_loop_compiles_to_warpgroup_mma_without_spills(fmt):
 
 @pytest.mark.parametrize("fmt,least", [("fp8", 48), ("mxfp4", 32)])
 def test_decoded_formats_take_the_heads_loop_from_their_rows(fmt, least):
-    """fp8 and MXFP4 (raw rows decoded once a tile into one bf16 tile) take the heads loop from
-    the [.heads] table's from_rows query rows a sequence; below, their own 16-head loops."""
-    k = MLADecode(kv_format=fmt)
+    """fp8 and MXFP4 on bf16 products (raw rows decoded once a tile into one bf16 tile) take the
+    heads loop from the [.heads] table's from_rows query rows a sequence; below, their own
+    16-head loops. (fp8 on mma="auto" takes fp8 products from 32 rows instead.)"""
+    k = MLADecode(kv_format=fmt, mma="bf16")
     assert k.for_heads(16, "sm_90a") is k and k.tiles("sm_90a")["loop"] == {"fp8": "fragments", "mxfp4": "twin"}[fmt]
     assert (k.for_heads(32, "sm_90a") is k) == (least > 32)
     for heads, q_max, tokens in ((16, 3, 4), (16, 4, 4), (64, 1, 1), (128, 1, 1)):
         t = k.for_heads(heads, "sm_90a", q_max).tiles("sm_90a")
         assert t["loop"] == "heads" and t["tokens"] == tokens, (heads, q_max, t)
-    assert MLADecode(kv_format=fmt, tuning={"kv_tile": 64}).for_heads(128, "sm_90a") is not k.for_heads(128, "sm_90a")
+    assert MLADecode(kv_format=fmt, mma="bf16", tuning={"kv_tile": 64}).for_heads(128, "sm_90a") is not k.for_heads(128, "sm_90a")
     assert MLADecode(kv_format=fmt, tuning={"loop": "fragments"}).for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "fragments"
-    assert MLADecode(kv_format=fmt, tuning={"loop": "heads"}).for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "heads"
+    assert MLADecode(kv_format=fmt, mma="bf16", tuning={"loop": "heads"}).for_heads(16, "sm_90a").tiles("sm_90a")["loop"] == "heads"
     assert k.for_heads(128, "sm_100a") is k                      # no [.heads] table there
     # Q, one bf16 tile, P, two raw stages (MXFP4: rows padded to 320 bytes, 20-byte scale
     # windows and their start bytes), maxima, sums
@@ -196,32 +197,35 @@ def test_compare_counts_error_beyond_the_bf16_output_rounding():
 
 
 @pytest.mark.parametrize("fmt,loop,mma", [("bf16", "heads", "auto"), ("fp8", "fragments", "auto"), ("fp8", "heads", "bf16"),
-                                          ("fp8", "heads", "fp8"), ("mxfp4", "twin", "auto"), ("mxfp4", "heads", "auto")])
+                                          ("fp8", "heads", "fp8"), ("fp8", "heads", "fp8x2"), ("mxfp4", "twin", "auto"),
+                                          ("mxfp4", "heads", "auto")])
 def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
     """ptxas keeps the sm_90a loops' wgmma pipelined (no "serialized" advisory: an O register
     read while its P V is in flight made the fp8 products' loop 25% slower)."""
     assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": loop}))
 
 
-@pytest.mark.parametrize("stages", [2, 3])
-def test_fp8_products_compile_to_fp8_warpgroup_mma(stages):
-    """mma="fp8": 18 e4m3 MMAs for S (twice: the pipeline's first tile and the loop) and 2 for
-    P V, no bf16 MMA, no spills, inside sm_90a's shared memory; the layout the test knows."""
+@pytest.mark.parametrize("mma,stages", [("fp8", 2), ("fp8", 3), ("fp8x2", 2)])
+def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
+    """mma="fp8": 18 e4m3 MMAs for S (twice: the pipeline's first tile and the loop; "fp8x2":
+    36, Q's two parts) and 2 for P V, no bf16 MMA, no spills, inside sm_90a's shared memory;
+    the layout the test knows."""
     toolchain_or_skip(nvrtc.available())
-    k = MLADecode(kv_format="fp8", mma="fp8", tuning={"stages": stages}).for_heads(32, "sm_90a", 4, 8192)
-    assert k.tiles("sm_90a")["loop"] == "heads" and k.params["mma"] == "fp8"
+    k = MLADecode(kv_format="fp8", mma=mma, tuning={"stages": stages}).for_heads(32, "sm_90a", 4, 8192)
+    assert k.tiles("sm_90a")["loop"] == "heads" and k.params["mma"] == mma
     r = k.report("sm_90a")
-    assert r["instructions"]["hgmma"] == 38 and r["instructions"]["hmma"] == 0, r
+    parts = 2 if mma == "fp8x2" else 1
+    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 and r["instructions"]["hmma"] == 0, r
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
-    assert k.dynamic_smem("sm_90a") == (1 + stages) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + 64 * 4 + 2 * 2 * 64 * 4
+    assert k.dynamic_smem("sm_90a") == (parts + stages) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + 64 * 4 + 2 * 2 * 64 * 4
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
 
 
 def test_fp8_products_refused_where_they_do_not_run():
     with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 cache on the heads loop"):
         portable.load("mla_decode", kv_format="bf16", mma="fp8").source("sm_90a")
-    with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 cache on the heads loop"):
-        portable.load("mla_decode", kv_format="fp8", mma="fp8").source("sm_100a")
+    with pytest.raises(portable.InputError, match="mma: 'fp8x2' runs the fp8 cache on the heads loop"):
+        portable.load("mla_decode", kv_format="fp8", mma="fp8x2").source("sm_100a")
     with pytest.raises(portable.InputError, match="mma: expected one of"):
         portable.load("mla_decode", kv_format="fp8", mma="fp4")
 
@@ -229,9 +233,12 @@ def test_fp8_products_refused_where_they_do_not_run():
 def test_auto_picks_fp8_products_from_rows_and_length():
     k = MLADecode(kv_format="fp8")
     assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"       # 128 rows, long
-    assert k.for_heads(16, "sm_90a", 4, 4096).params["mma"] == "fp8"       # 64 rows
-    assert k.for_heads(16, "sm_90a", 2, 8192).params["mma"] == "auto"      # 32 rows: bf16 products
-    assert k.for_heads(32, "sm_90a", 4, 4095).params["mma"] == "auto"      # a sequence too short
+    assert k.for_heads(16, "sm_90a", 2, 4096).params["mma"] == "fp8"       # 32 rows
+    assert k.for_heads(32, "sm_90a", 4, 4095).params["mma"] == "fp8x2"     # a sequence too short for one Q part
+    assert k.for_heads(16, "sm_90a", 1, 8192).params["mma"] == "auto"      # 16 rows: the fragments loop
+    assert k.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "fragments"
     assert k.for_heads(128, "sm_100a", 1, 8192) is k                       # no fp8 products there
     assert MLADecode(kv_format="fp8", mma="bf16").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "bf16"
     assert MLADecode(kv_format="mxfp4").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "auto"
+    two = MLADecode(kv_format="fp8", mma="fp8x2").for_heads(32, "sm_90a", 4, 8192)
+    assert two.layout("sm_90a")["kv"] == 2 * 64 * 576                    # Q's two parts first

@@ -195,6 +195,14 @@ __device__ __forceinline__ unsigned f32x2_to_e4m3x2_rn(float lo, float hi) {
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
     return r;
 }
+// Two OCP e4m3fn bytes (the low 16 bits, low byte first) -> two fp32, exact.
+__device__ __forceinline__ void e4m3x2_to_f32x2(unsigned v, float& lo, float& hi) {
+    unsigned short l, h;
+    asm("{ .reg .b16 t; .reg .b32 r; cvt.u16.u32 t, %2; cvt.rn.f16x2.e4m3x2 r, t; mov.b32 {%0, %1}, r; }"
+        : "=h"(l), "=h"(h) : "r"(v));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(l));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(h));
+}
 // Four 8 x 8 b16 matrices to shared memory from the mma fragment layout: r[i] of each lane goes
 // to matrix i; lane l gives the shared address of row l % 8 of matrix l / 8 (16 bytes a row).
 __device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
