@@ -235,6 +235,8 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"       # 128 rows, long
     assert k.for_heads(16, "sm_90a", 2, 4096).params["mma"] == "fp8"       # 32 rows
     assert k.for_heads(32, "sm_90a", 4, 4095).params["mma"] == "fp8x2"     # a sequence too short for one Q part
+    assert k.for_heads(32, "sm_90a", 4, 1024).params["mma"] == "fp8x2"
+    assert k.for_heads(32, "sm_90a", 4, 1023).params["mma"] == "auto"      # too short for e4m3 P: bf16 products
     assert k.for_heads(16, "sm_90a", 1, 8192).params["mma"] == "auto"      # 16 rows: the fragments loop
     assert k.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "fragments"
     assert k.for_heads(128, "sm_100a", 1, 8192) is k                       # no fp8 products there

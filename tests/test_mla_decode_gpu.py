@@ -121,28 +121,30 @@ def test_fp8_products_match_reference():
 
 
 def test_fp8_products_with_two_q_parts_match_reference():
-    """mma="fp8x2" (Q as two e4m3 parts: bf16's precision; P e4m3) within max abs 1e-2 down to
-    the shortest sequences: ragged and causal, h = 128, paged, empty sequences."""
+    """mma="fp8x2" (Q as two e4m3 parts: bf16's precision; P e4m3) within max abs 1e-2 where
+    every sequence is FP8X2_PRODUCTS_FROM_KV long (what "auto" asks): causal, partial tiles,
+    h = 128, paged, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     bar = {"mma": "fp8x2"}
-    run_and_compare("fp8", RAGGED, 4, 16, **bar)
-    run_and_compare("fp8", RAGGED, 1, 128, **bar)
-    run_and_compare("fp8", [65, 4097, 1, 0, 300], 2, 32, page_size=64, **bar)
-    out, lse = run_and_compare("fp8", [0, 0, 5], 1, 64, **bar)
+    run_and_compare("fp8", [1024, 1087, 0, 2049, 4100], 4, 16, **bar)
+    run_and_compare("fp8", [1025, 3000], 1, 128, **bar)
+    run_and_compare("fp8", [1100, 4097, 0, 2000], 2, 32, page_size=64, **bar)
+    out, lse = run_and_compare("fp8", [0, 0, 1500], 1, 64, **bar)
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
 def test_auto_takes_fp8_products_only_on_long_sequences():
     """mma="auto" on the fp8 cache: fp8 products from 32 query rows a sequence, Q in one e4m3
-    part when every sequence is FP8_PRODUCTS_FROM_KV long and in two below; 16 rows stay on
-    the fragments loop; each within max abs 1e-2 and its relative L2 bar."""
+    part when every sequence is FP8_PRODUCTS_FROM_KV long and in two from
+    FP8X2_PRODUCTS_FROM_KV; shorter sequences and 16 rows stay on bf16 products; each within
+    max abs 1e-2 and its relative L2 bar."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     mla = portable.load("mla_decode", kv_format="fp8")
     target = device_target(torch.cuda.current_device()).name
     for lens, q_len, h, want in (([4096, 8192], 4, 16, "fp8"), ([4096, 8192], 2, 16, "fp8"), ([4095, 8192], 4, 16, "fp8x2"),
-                                 (RAGGED, 4, 32, "fp8x2"), ([8192], 1, 16, "auto")):
+                                 ([1024, 2000], 4, 32, "fp8x2"), (RAGGED, 4, 32, "auto"), ([8192], 1, 16, "auto")):
         inputs = make_mla_inputs(lens, q_len, h, "fp8", seed=1, device="cuda")
         plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
         assert mla.for_heads(h, target, plan.q_max, plan.kv_min).params["mma"] == want, (lens, q_len, h)
