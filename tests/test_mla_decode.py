@@ -239,6 +239,9 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert k.for_heads(32, "sm_90a", 4, 1023).params["mma"] == "auto"      # too short for e4m3 P: bf16 products
     assert k.for_heads(16, "sm_90a", 1, 8192).params["mma"] == "auto"      # 16 rows: the fragments loop
     assert k.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "fragments"
+    assert k.for_heads(16, "sm_90a", 1, 8192, batch=4).params["mma"] == "fp8"     # ... but for a small batch
+    assert k.for_heads(16, "sm_90a", 1, 8192, batch=8).params["mma"] == "auto"
+    assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).params["mma"] == "auto"    # (one Q part only)
     assert k.for_heads(128, "sm_100a", 1, 8192) is k                       # no fp8 products there
     assert MLADecode(kv_format="fp8", mma="bf16").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "bf16"
     assert MLADecode(kv_format="mxfp4").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "auto"

@@ -132,19 +132,21 @@ class MLADecode(Kernel):
                 t[key] = self.tuning[key]
         return t
 
-    def for_heads(self, heads: int, target: str, q_max: int = 1, kv_min: int = 0) -> "MLADecode":
+    def for_heads(self, heads: int, target: str, q_max: int = 1, kv_min: int = 0, batch: int = 1 << 30) -> "MLADecode":
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
         [.heads] tiling from its `from_rows` rows for this format, or else, where the format's
         own loop is the tile loop, its [.wide] one when they fill that tiling's row groups (16
         rows a group: heads of one token, or one head group of consecutive tokens; each group a
         block holds re-reads no KV). An explicit loop or tiling wins. mma="auto" turns to fp8
-        products from the [.heads_fp8] table's `from_rows`: one e4m3 Q part when the shortest
-        sequence (kv_min) is FP8_PRODUCTS_FROM_KV long, two from FP8X2_PRODUCTS_FROM_KV."""
+        products from the [.heads_fp8] table's `from_rows` (one e4m3 Q part when the shortest
+        sequence, kv_min, is FP8_PRODUCTS_FROM_KV long, two from FP8X2_PRODUCTS_FROM_KV), and
+        with one part from 16 rows where the batch has fewer than its `from_batch` sequences."""
         table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
         rows, options = heads * q_max, []
         params = dict(self.params)
         fp8 = table.get("heads_fp8")
-        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= fp8["from_rows"]
+        least = fp8["from_rows"] if fp8 and (batch >= fp8["below_batch"] or kv_min < FP8_PRODUCTS_FROM_KV) else 16
+        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= least
                 and kv_min >= FP8X2_PRODUCTS_FROM_KV):
             params["mma"], loop = "fp8" if kv_min >= FP8_PRODUCTS_FROM_KV else "fp8x2", "heads"
         elif params["mma"] in FP8_PRODUCTS and loop == "":
@@ -307,7 +309,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_indptr: expected {len(qo)} entries like qo_indptr, got {len(kvp)}")
         q_max = max((qo[b + 1] - qo[b] for b in range(len(qo) - 1)), default=1)
         kv_min = min((kvp[b + 1] - kvp[b] for b in range(len(qo) - 1) if qo[b + 1] > qo[b]), default=0)
-        kernel = self.for_heads(heads, target, q_max, kv_min)
+        kernel = self.for_heads(heads, target, q_max, kv_min, len(qo) - 1)     # (the plan's batch)
         sms = torch.cuda.get_device_properties(index).multi_processor_count
         items, token_chunks = kernel.work_list(qo, kvp, heads, target, sms)
         return MLAPlan(
@@ -324,7 +326,7 @@ class MLADecode(Kernel):
         if plan is None:
             self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
             plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
-        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min)
+        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min, plan.batch)
         if kernel is not self:
             return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan)
         sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
@@ -420,7 +422,7 @@ class MLADecode(Kernel):
     def rel_l2_bar(self, plan: MLAPlan) -> float:
         """The relative L2 bar of the kernel this plan runs: FP8_PRODUCTS_REL_L2 on fp8 products
         (P, and with one part Q, rounded to e4m3), else 1e-2."""
-        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min)
+        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min, plan.batch)
         return FP8_PRODUCTS_REL_L2 if kernel.params["mma"] in FP8_PRODUCTS else 1e-2
 
     def peers(self) -> dict:
