@@ -231,19 +231,20 @@ def test_fp8_products_refused_where_they_do_not_run():
 
 
 def test_auto_picks_fp8_products_from_rows_and_length():
+    """"auto" takes fp8 products with two Q parts only (one part is opt-in: about the bar)."""
     k = MLADecode(kv_format="fp8")
-    assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"       # 128 rows, long
-    assert k.for_heads(16, "sm_90a", 2, 4096).params["mma"] == "fp8"       # 32 rows
-    assert k.for_heads(32, "sm_90a", 4, 4095).params["mma"] == "fp8x2"     # a sequence too short for one Q part
+    assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8x2"     # 128 rows, long
+    assert k.for_heads(16, "sm_90a", 2, 4096).params["mma"] == "fp8x2"     # 32 rows
     assert k.for_heads(32, "sm_90a", 4, 1024).params["mma"] == "fp8x2"
     assert k.for_heads(32, "sm_90a", 4, 1023).params["mma"] == "auto"      # too short for e4m3 P: bf16 products
     assert k.for_heads(16, "sm_90a", 1, 8192).params["mma"] == "auto"      # 16 rows: the fragments loop
     assert k.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "fragments"
-    assert k.for_heads(16, "sm_90a", 1, 8192, batch=4).params["mma"] == "fp8"     # ... but for a small batch
+    assert k.for_heads(16, "sm_90a", 1, 8192, batch=4).params["mma"] == "fp8x2"   # ... but for a small batch
     assert k.for_heads(16, "sm_90a", 1, 8192, batch=8).params["mma"] == "auto"
-    assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).params["mma"] == "auto"    # (one Q part only)
+    assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).params["mma"] == "auto"
     assert k.for_heads(128, "sm_100a", 1, 8192) is k                       # no fp8 products there
     assert MLADecode(kv_format="fp8", mma="bf16").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "bf16"
+    assert MLADecode(kv_format="fp8", mma="fp8").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"
     assert MLADecode(kv_format="mxfp4").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "auto"
     two = MLADecode(kv_format="fp8", mma="fp8x2").for_heads(32, "sm_90a", 4, 8192)
     assert two.layout("sm_90a")["kv"] == 2 * 64 * 576                    # Q's two parts first

@@ -270,4 +270,4 @@ def test_readme_kernel_compiles_for_every_target(tmp_path):
 def test_repr_is_the_load_call_with_the_knobs_set():
     assert repr(portable.load("mxfp4_moe")) == "portable.load('mxfp4_moe', mode='a16w4')"
     assert repr(portable.load("mla_decode", tuning={"loop": "heads"}, target="sm_90a")) == \
-        "portable.load('mla_decode', kv_format='bf16', tuning={'loop': 'heads'}, target='sm_90a')"
+        "portable.load('mla_decode', kv_format='bf16', mma='auto', tuning={'loop': 'heads'}, target='sm_90a')"

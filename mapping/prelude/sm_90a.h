@@ -190,13 +190,13 @@ __device__ __forceinline__ void wg_mma_ss_e4m3_n256(float (&d)[128], unsigned lo
                  : "l"(a), "l"(b), "r"(1) : "memory");
 }
 // Two fp32 -> two OCP e4m3fn bytes (lo in bits 0-7), round to nearest even, saturated to +-448.
-__device__ __forceinline__ unsigned f32x2_to_e4m3x2_rn(float lo, float hi) {
+__device__ __forceinline__ unsigned f32x2_to_e4m3x2(float lo, float hi) {
     unsigned short r;
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
     return r;
 }
 // Two OCP e4m3fn bytes (the low 16 bits, low byte first) -> two fp32, exact.
-__device__ __forceinline__ void e4m3x2_to_f32x2(unsigned v, float& lo, float& hi) {
+__device__ __forceinline__ void e4m3x2_to_f32x2_exact(unsigned v, float& lo, float& hi) {
     unsigned short l, h;
     asm("{ .reg .b16 t; .reg .b32 r; cvt.u16.u32 t, %2; cvt.rn.f16x2.e4m3x2 r, t; mov.b32 {%0, %1}, r; }"
         : "=h"(l), "=h"(h) : "r"(v));
