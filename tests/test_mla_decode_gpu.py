@@ -142,12 +142,11 @@ def test_auto_takes_fp8_products_only_on_long_sequences():
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     mla = portable.load("mla_decode", kv_format="fp8")
-    target = device_target(torch.cuda.current_device()).name
     for lens, q_len, h, want in (([4096, 8192], 4, 16, "fp8x2"), ([4096, 8192], 2, 16, "fp8x2"), ([1024, 2000], 4, 32, "fp8x2"),
                                  (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, "auto"), ([8192, 4096], 1, 16, "fp8x2")):
         inputs = make_mla_inputs(lens, q_len, h, "fp8", seed=1, device="cuda")
         plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
-        assert mla.for_heads(h, target, plan.q_max, plan.kv_min, plan.batch).params["mma"] == want, (lens, q_len, h)
+        assert mla.for_plan(plan).params["mma"] == want, (lens, q_len, h)
         out, lse = mla(**inputs, plan=plan, return_lse=True)
         ok, detail = compare(out, lse, *mla_reference(**inputs, out_dtype=torch.float32), rtol_l2=mla.rel_l2_bar(plan))
         assert mla.rel_l2_bar(plan) == (FP8_PRODUCTS_REL_L2 if want != "auto" else 1e-2)

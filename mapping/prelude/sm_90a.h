@@ -164,7 +164,7 @@ __device__ __forceinline__ void wg_mma_ss_bf16_n256(float (&d)[128], unsigned lo
 __device__ __forceinline__ void wg_mma_ss_bf16_n256_mn(float (&d)[128], unsigned long long a, unsigned long long b) {
     wg_mma_ss_bf16_n256_tb<1>(d, a, b);
 }
-// ---- fp8 products (mla_decode's heads loop with mma="fp8"): e4m3 A and B both from shared
+// ---- fp8 products (mla_decode's heads loop, mma="fp8" and "fp8x2"): e4m3 A and B both from shared
 // memory. 8-bit operands are read K-major only (no imm-trans), 32 K values (32 bytes) a step.
 // A K-major tile in the 64-byte swizzle: 8-row atoms of 64-byte rows, 16-byte chunk c of row r
 // stored at chunk c ^ ((r % 8) / 2); atoms 8 rows apart are SBO = 512 bytes apart (512-byte

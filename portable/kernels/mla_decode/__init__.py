@@ -140,12 +140,12 @@ class MLADecode(Kernel):
         block holds re-reads no KV). An explicit loop or tiling wins. mma="auto" turns to fp8
         products with two e4m3 Q parts ("fp8x2") from the [.heads_fp8] table's `from_rows` where
         the shortest sequence (kv_min) is FP8X2_PRODUCTS_FROM_KV long, and from 16 rows where
-        it is 4096 long in a batch of fewer than `below_batch` sequences."""
+        it is `below_batch_kv` long in a batch of fewer than `below_batch` sequences."""
         table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
         rows, options = heads * q_max, []
         params = dict(self.params)
         fp8 = table.get("heads_fp8")
-        least = fp8["from_rows"] if fp8 and (batch >= fp8["below_batch"] or kv_min < 4096) else 16
+        least = fp8["from_rows"] if fp8 and (batch >= fp8["below_batch"] or kv_min < fp8["below_batch_kv"]) else 16
         if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= least
                 and kv_min >= FP8X2_PRODUCTS_FROM_KV):
             params["mma"], loop = "fp8x2", "heads"
@@ -169,6 +169,10 @@ class MLADecode(Kernel):
         if key not in variants:
             variants[key] = MLADecode(target=self.target, tuning=knobs, **params)
         return variants[key]
+
+    def for_plan(self, plan: "MLAPlan") -> "MLADecode":
+        """The kernel a plan runs (for_heads with the plan's layout)."""
+        return self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min, plan.batch)
 
     def template_context(self, target):
         t = self.tiles(target)
@@ -326,7 +330,7 @@ class MLADecode(Kernel):
         if plan is None:
             self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
             plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
-        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min, plan.batch)
+        kernel = self.for_plan(plan)
         if kernel is not self:
             return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan)
         sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
@@ -422,8 +426,7 @@ class MLADecode(Kernel):
     def rel_l2_bar(self, plan: MLAPlan) -> float:
         """The relative L2 bar of the kernel this plan runs: FP8_PRODUCTS_REL_L2 on fp8 products
         (P, and with one part Q, rounded to e4m3), else 1e-2."""
-        kernel = self.for_heads(plan.heads, device_target(plan.device_index).name, plan.q_max, plan.kv_min, plan.batch)
-        return FP8_PRODUCTS_REL_L2 if kernel.params["mma"] in FP8_PRODUCTS else 1e-2
+        return FP8_PRODUCTS_REL_L2 if self.for_plan(plan).params["mma"] in FP8_PRODUCTS else 1e-2
 
     def peers(self) -> dict:
         """The torch path always; FlashInfer's MLA decode on bf16 caches where it is installed
