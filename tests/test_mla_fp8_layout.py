@@ -1,0 +1,104 @@
+"""The shared-memory arithmetic of mla_decode's fp8 products loop (mla_decode_heads_fp8.j2),
+modelled here byte by byte: the V^T transpose writes every (KV row, dim) byte exactly once to
+the slot and row P and the output read it from, and a warp's transpose reads and writes and
+P's stores reach shared memory in the fewest wavefronts (the first version's reads were
+8-way conflicted: 766 us against 478 after the fix, bench/NOTES.md). No GPU needed."""
+import itertools
+
+SLAB, ATOM = 4096, 512                  # a 64-byte column slab of 64 rows; an 8-row atom
+
+
+def sw64(r: int, b: int, slab: int = SLAB) -> int:
+    """Byte b of row r in 64-byte-swizzled atoms (the template's at8)."""
+    return (b >> 6) * slab + (r >> 3) * 512 + (r & 7) * 64 + ((((b >> 4) & 3) ^ ((r >> 1) & 3)) << 4) + (b & 15)
+
+
+def slot_of(k: int) -> int:             # KV row k's slot in P and V^T
+    return 8 * (k % 8) + k // 8
+
+
+def row_of(n: int) -> int:              # dim n's row in V^T
+    return n ^ ((n >> 4) & 1)
+
+
+def transpose_reads(t: int):
+    """Thread t's eight 16-byte reads of the K tile: (byte address, KV row, first dim)."""
+    kg, dc = t & 7, t >> 3
+    base = (dc >> 2) * SLAB + kg * 64 + (((dc & 3) ^ (kg >> 1)) << 4)
+    return [(base + m * ATOM, kg + 8 * m, 16 * dc) for m in range(8)]
+
+
+def transpose_writes(t: int):
+    """Thread t's sixteen 8-byte writes of V^T: (byte address, dim, first slot)."""
+    kg, dc = t & 7, t >> 3
+    at, odd = dc * 1024 + (kg & 1) * 8, (dc & 1) * 64
+    dst = (at + odd, at - odd)
+    wr = [((kg >> 1) ^ x) << 4 for x in range(4)]
+    return [(dst[n & 1] + (n >> 3) * 512 + (n & 7) * 64 + wr[(n >> 1) & 3], 16 * dc + n, 8 * kg) for n in range(16)]
+
+
+def wavefronts(accesses) -> int:
+    """Shared-memory wavefronts for one warp instruction: (address, bytes) a lane; 32 banks of
+    4 bytes, a wavefront serves at most one distinct 4-byte word per bank."""
+    words = {}
+    for addr, size in accesses:
+        for w in range(addr // 4, (addr + size + 3) // 4):
+            words.setdefault(w % 32, set()).add(w)
+    return max(len(v) for v in words.values())
+
+
+def test_the_swizzle_is_the_canonical_64_byte_one():
+    # 16-byte chunk c of row r at c ^ ((r % 8) / 2): within an atom a bijection, rows 64 bytes apart
+    for r in range(8):
+        assert sorted(sw64(r, 16 * c) - r * 64 for c in range(4)) == [0, 16, 32, 48]
+    assert sw64(8, 0) == 512 and sw64(0, 64) == SLAB
+
+
+def test_transpose_moves_every_byte_once_to_its_permuted_place():
+    k_tile = {sw64(k, d): (k, d) for k in range(64) for d in range(512)}     # where K[k][d] sits
+    placed = {}
+    for t in range(256):
+        rows = {m: k_tile_row for m, (_, k_tile_row, _) in enumerate(transpose_reads(t))}
+        for addr, k, d0 in transpose_reads(t):
+            assert k_tile[addr] == (k, d0)                          # the read finds K[k][d0..d0+15]
+        for addr, n, s0 in transpose_writes(t):
+            for m in range(8):                                      # byte m of the write: read m's row
+                k = rows[m]
+                assert slot_of(k) == s0 + m
+                want = sw64(row_of(n), slot_of(k))                  # V^T[row(n)][slot(k)], 64-byte rows
+                assert addr + m == want, (t, n, m)
+                assert want not in placed
+                placed[want] = (k, n)
+    assert len(placed) == 64 * 512 and set(placed.values()) == {(k, n) for k in range(64) for n in range(512)}
+
+
+def test_the_output_undoes_the_dim_permutation():
+    # the epilogue's pair swap where (j / 2) % 2: accumulator column 8j + 2c + i holds dim row_of^-1
+    for wg, j, c, i in itertools.product(range(2), range(32), range(4), range(2)):
+        col = 256 * wg + 8 * j + 2 * c + i
+        dim = 256 * wg + 8 * j + 2 * c + (i ^ ((j >> 1) & 1))
+        assert row_of(dim) == col
+
+
+def test_p_words_hold_four_consecutive_slots():
+    # lane (wg, c) column 32 wg + 8 j + 2 c + i: slots 8 (2c + i) + 4 wg + j, j = 0..3 one word
+    for wg, c, i in itertools.product(range(2), range(4), range(2)):
+        slots = [slot_of(32 * wg + 8 * j + 2 * c + i) for j in range(4)]
+        assert slots == list(range(slots[0], slots[0] + 4)) and slots[0] % 4 == 0
+
+
+def test_a_warps_transpose_reads_and_writes_take_the_fewest_wavefronts():
+    for warp in range(8):
+        lanes = range(32 * warp, 32 * warp + 32)
+        for m in range(8):                   # 32 lanes x 16 bytes = 4 wavefronts at best
+            assert wavefronts([(transpose_reads(t)[m][0], 16) for t in lanes]) == 4
+        for n in range(16):                  # 32 lanes x 8 bytes = 2 at best
+            assert wavefronts([(transpose_writes(t)[n][0], 8) for t in lanes]) == 2
+
+
+def test_the_model_sees_the_first_versions_conflict():
+    # v1 read KV rows 8 kg .. 8 kg + 7 of one atom: a quarter warp's eight lanes in one bank group
+    def v1(t, rr):
+        kg, dc = t & 7, t >> 3
+        return (dc >> 2) * SLAB + kg * ATOM + rr * 64 + (((dc & 3) ^ (rr >> 1)) << 4)
+    assert max(wavefronts([(v1(t, rr), 16) for t in range(32)]) for rr in range(8)) == 8
