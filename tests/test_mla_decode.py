@@ -248,3 +248,21 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert MLADecode(kv_format="mxfp4").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "auto"
     two = MLADecode(kv_format="fp8", mma="fp8x2").for_heads(32, "sm_90a", 4, 8192)
     assert two.layout("sm_90a")["kv"] == 2 * 64 * 576                    # Q's two parts first
+
+
+def test_error_bars_follow_the_products_a_plan_runs(monkeypatch):
+    """verify and the GPU tests read one table: bf16 products 1e-2 / 1e-2, fp8x2 1e-2 / 5e-2,
+    the opt-in fp8 1.5e-2 / 5e-2 (max abs, relative L2)."""
+    import sys
+    from portable.kernels.mla_decode import ERROR_BARS, MLAPlan
+    monkeypatch.setattr(sys.modules[MLADecode.__module__], "device_target", lambda index: portable.get_target("sm_90a"))
+    none = torch.empty(0)
+
+    def plan(heads, q_max, kv_min, batch):
+        return MLAPlan(work=none, token_chunks=none, qo_indptr=none, kv_indptr=none, n_items=0, chunks=1, total_q=0,
+                       heads=heads, q_max=q_max, kv_min=kv_min, batch=batch, device_index=0, tiles={})
+    fp8 = MLADecode(kv_format="fp8")
+    assert fp8.error_bars(plan(32, 4, 8192, 128)) == ERROR_BARS["fp8x2"] == (1e-2, 5e-2)
+    assert fp8.error_bars(plan(32, 4, 512, 128)) == ERROR_BARS["bf16"] == (1e-2, 1e-2)
+    assert MLADecode(kv_format="fp8", mma="fp8").error_bars(plan(32, 4, 8192, 128)) == (1.5e-2, 5e-2)
+    assert MLADecode(kv_format="bf16").error_bars(plan(128, 1, 8192, 64)) == (1e-2, 1e-2)

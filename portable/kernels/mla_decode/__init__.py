@@ -8,7 +8,7 @@ The products' operands (`mma`): "bf16" multiplies bf16 Q with the cache decoded 
 "fp8" (the fp8 cache on sm_90a) rounds Q to e4m3, one scale a (token, head) row, and P to e4m3,
 and runs both products on the fp8 matrix path (twice the bf16 rate): its max abs error is
 about the 1e-2 bar (7e-3 to 1.07e-2 measured from L 4096, more below), so it is the user's
-choice. "fp8x2" carries Q as two e4m3 parts (hi + lo: bf16's precision) at twice the S
+choice, checked against 1.5e-2. "fp8x2" carries Q as two e4m3 parts (hi + lo: bf16's precision) at twice the S
 products, and is what "auto" takes where the work is bound by the matrix units (tuning.toml's
 `from_rows` query rows a sequence) and every sequence is FP8X2_PRODUCTS_FROM_KV long (shorter
 rows average fewer values, and P's e4m3 rounding then shows beyond the bar: bench/NOTES.md,
@@ -53,10 +53,11 @@ FP8_PRODUCTS = ("fp8", "fp8x2")  # the `mma` values on the fp8 matrix path (one 
 # e4m3 P alone misses max abs 1e-2: 1.4e-2 at 256 rows, 8.7e-3 at 512 in bench/mla_fp8_numerics.py)
 FP8X2_PRODUCTS_FROM_KV = 1024
 # (one e4m3 Q part reached 1.07e-2 at B64 L4096 h128 on an H100: mma="fp8" is opt-in)
-# fp8 products' relative L2 bar: Q rounded to e4m3 (3 mantissa bits) alone gives 2.6-2.8% on the
-# test inputs (random rows whose weighted mean nearly cancels: |out| <= 0.36); the max abs bar
-# stays 1e-2 (bench/NOTES.md, issue 40's numerics)
-FP8_PRODUCTS_REL_L2 = 5e-2
+# the error bars (max abs, relative L2) each products' path is checked against: e4m3 P moves the
+# relative L2 to 1-2.3% on the test inputs (random rows whose weighted mean nearly cancels:
+# |out| <= 0.36), one e4m3 Q part to 2.6-3.0% and its max abs to 7e-3..1.07e-2 (bench/NOTES.md,
+# issue 40's numerics)
+ERROR_BARS = {"bf16": (1e-2, 1e-2), "fp8x2": (1e-2, 5e-2), "fp8": (1.5e-2, 5e-2)}
 
 
 @dataclass(frozen=True)
@@ -421,12 +422,13 @@ class MLADecode(Kernel):
     def verify(self, inputs, result) -> tuple[bool, str]:
         out, lse = result
         want_out, want_lse = ref.mla_reference(**_unplanned(inputs), out_dtype=torch.float32)
-        return compare(out, lse, want_out, want_lse, rtol_l2=self.rel_l2_bar(inputs["plan"]))
+        atol, rtol_l2 = self.error_bars(inputs["plan"])
+        return compare(out, lse, want_out, want_lse, atol=atol, rtol_l2=rtol_l2)
 
-    def rel_l2_bar(self, plan: MLAPlan) -> float:
-        """The relative L2 bar of the kernel this plan runs: FP8_PRODUCTS_REL_L2 on fp8 products
-        (P, and with one part Q, rounded to e4m3), else 1e-2."""
-        return FP8_PRODUCTS_REL_L2 if self.for_plan(plan).params["mma"] in FP8_PRODUCTS else 1e-2
+    def error_bars(self, plan: MLAPlan) -> tuple[float, float]:
+        """(max abs, relative L2) the kernel this plan runs is checked against (ERROR_BARS)."""
+        mma = self.for_plan(plan).params["mma"]
+        return ERROR_BARS[mma if mma in FP8_PRODUCTS else "bf16"]
 
     def peers(self) -> dict:
         """The torch path always; FlashInfer's MLA decode on bf16 caches where it is installed
