@@ -221,6 +221,16 @@ def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
 
 
+def test_fp8_products_compile_as_a_user_asks_for_them():
+    """`portable compile mla_decode -p kv_format=fp8 -p mma=fp8x2`: no loop named, the heads loop
+    (the format's own default, fragments, cannot run fp8 products)."""
+    toolchain_or_skip(nvrtc.available())
+    for mma in ("fp8", "fp8x2"):
+        k = portable.load("mla_decode", kv_format="fp8", mma=mma)
+        assert k.tiles("sm_90a")["loop"] == "heads"
+        assert k.report("sm_90a")["instructions"]["hgmma"] == (74 if mma == "fp8x2" else 38)
+
+
 def test_fp8_products_refused_where_they_do_not_run():
     with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 cache on the heads loop"):
         portable.load("mla_decode", kv_format="bf16", mma="fp8").source("sm_90a")

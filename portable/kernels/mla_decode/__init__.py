@@ -119,6 +119,8 @@ class MLADecode(Kernel):
         t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT], [.wide], [.fragments] are tables
         t.update(table.get(self.params["kv_format"], {}))
         loop = self.tuning["loop"] or t.get("loop")
+        if self.params["mma"] in FP8_PRODUCTS and not self.tuning["loop"] and "heads_fp8" in table:
+            loop = t["loop"] = "heads"                                        # the loop fp8 products run on
         if loop in WGMMA_LOOPS:                                               # that loop's own shape
             t.update(table.get(loop, {}))
         if loop == "heads" and self.params["mma"] in FP8_PRODUCTS:
