@@ -198,7 +198,7 @@ def test_compare_counts_error_beyond_the_bf16_output_rounding():
 
 @pytest.mark.parametrize("fmt,loop,mma", [("bf16", "heads", "auto"), ("fp8", "fragments", "auto"), ("fp8", "heads", "bf16"),
                                           ("fp8", "heads", "fp8"), ("fp8", "heads", "fp8x2"), ("mxfp4", "twin", "auto"),
-                                          ("mxfp4", "heads", "auto")])
+                                          ("mxfp4", "heads", "bf16"), ("mxfp4", "heads", "fp8"), ("mxfp4", "heads", "fp8x2")])
 def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
     """ptxas keeps the sm_90a loops' wgmma pipelined (no "serialized" advisory: an O register
     read while its P V is in flight made the fp8 products' loop 25% slower)."""
@@ -221,6 +221,25 @@ def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
 
 
+@pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
+def test_fp8_products_on_mxfp4_compile(mma):
+    """MXFP4 on fp8 products: the same MMAs as the fp8 cache, no spills; one decoded K tile and
+    two raw stages (rows padded to 320 bytes, 20-byte scale windows) fit sm_90a's shared memory
+    beside two Q parts; a third stage does not, and says so before any launch."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format="mxfp4", mma=mma)
+    r = k.report("sm_90a")
+    parts = 2 if mma == "fp8x2" else 1
+    assert k.tiles("sm_90a")["loop"] == "heads"
+    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 and r["instructions"]["hmma"] == 0, r
+    assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    raw = 2 * 64 * (320 + 20 + 1)
+    assert k.dynamic_smem("sm_90a") == (parts + 1) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + raw + 2 * 64 * 8 + 2 * 8 * 4 + 64 * 4 + 2 * 2 * 64 * 4
+    assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
+    with pytest.raises(portable.InputError, match="shared memory"):
+        MLADecode(kv_format="mxfp4", mma="fp8x2", tuning={"stages": 3}).source("sm_90a")
+
+
 def test_fp8_products_compile_as_a_user_asks_for_them():
     """`portable compile mla_decode -p kv_format=fp8 -p mma=fp8x2`: no loop named, the heads loop
     (the format's own default, fragments, cannot run fp8 products)."""
@@ -232,10 +251,12 @@ def test_fp8_products_compile_as_a_user_asks_for_them():
 
 
 def test_fp8_products_refused_where_they_do_not_run():
-    with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 cache on the heads loop"):
+    with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 and MXFP4 caches on the heads loop"):
         portable.load("mla_decode", kv_format="bf16", mma="fp8").source("sm_90a")
-    with pytest.raises(portable.InputError, match="mma: 'fp8x2' runs the fp8 cache on the heads loop"):
+    with pytest.raises(portable.InputError, match="mma: 'fp8x2' runs the fp8 and MXFP4 caches on the heads loop"):
         portable.load("mla_decode", kv_format="fp8", mma="fp8x2").source("sm_100a")
+    with pytest.raises(portable.InputError, match="mma: 'fp8x2' runs the fp8 and MXFP4 caches on the heads loop"):
+        portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"loop": "twin"}).source("sm_90a")
     with pytest.raises(portable.InputError, match="mma: expected one of"):
         portable.load("mla_decode", kv_format="fp8", mma="fp4")
 

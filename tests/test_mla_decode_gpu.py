@@ -103,7 +103,8 @@ def test_heads_loop_matches_reference(fmt):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-def test_fp8_products_match_reference():
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
+def test_fp8_products_match_reference(fmt):
     """mma="fp8" (Q and P rounded to e4m3, both products on the fp8 matrix path; opt-in) within
     its bars (max abs 1.5e-2: it reached 1.07e-2 at 8192 query rows on an H100; relative L2
     5e-2) on sequences of 4096 and more: 16 heads x 4 tokens, h = 128,
@@ -112,27 +113,54 @@ def test_fp8_products_match_reference():
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     bar = {"mma": "fp8"}
-    run_and_compare("fp8", [4096, 8192, 5000], 4, 16, **bar)
-    run_and_compare("fp8", [4097, 8192], 1, 128, **bar)
-    run_and_compare("fp8", [4100, 6000, 8192], 2, 32, page_size=64, **bar)
-    run_and_compare("fp8", [8192], 1, 64, **bar)
-    run_and_compare("fp8", [4097, 4159, 0, 4160, 4100], 4, 16, **bar)      # partial last tiles, an empty sequence
-    out, lse = run_and_compare("fp8", [0, 0, 4500], 1, 64, **bar)
+    run_and_compare(fmt, [4096, 8192, 5000], 4, 16, **bar)
+    run_and_compare(fmt, [4097, 8192], 1, 128, **bar)
+    run_and_compare(fmt, [4100, 6000, 8192], 2, 32, page_size=64, **bar)
+    run_and_compare(fmt, [8192], 1, 64, **bar)
+    run_and_compare(fmt, [4097, 4159, 0, 4160, 4100], 4, 16, **bar)      # partial last tiles, an empty sequence
+    out, lse = run_and_compare(fmt, [0, 0, 4500], 1, 64, **bar)
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-def test_fp8_products_with_two_q_parts_match_reference():
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
+def test_fp8_products_with_two_q_parts_match_reference(fmt):
     """mma="fp8x2" (Q as two e4m3 parts: bf16's precision; P e4m3) within max abs 1e-2 where
     every sequence is FP8X2_PRODUCTS_FROM_KV long (what "auto" asks): causal, partial tiles,
     h = 128, paged, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     bar = {"mma": "fp8x2"}
-    run_and_compare("fp8", [1024, 1087, 0, 2049, 4100], 4, 16, **bar)
-    run_and_compare("fp8", [1025, 3000], 1, 128, **bar)
-    run_and_compare("fp8", [1100, 4097, 0, 2000], 2, 32, page_size=64, **bar)
-    out, lse = run_and_compare("fp8", [0, 0, 1500], 1, 64, **bar)
+    run_and_compare(fmt, [1024, 1087, 0, 2049, 4100], 4, 16, **bar)
+    run_and_compare(fmt, [1025, 3000], 1, 128, **bar)
+    run_and_compare(fmt, [1100, 4097, 0, 2000], 2, 32, page_size=64, **bar)
+    out, lse = run_and_compare(fmt, [0, 0, 1500], 1, 64, **bar)
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
+
+
+def test_fp8_products_on_mxfp4_block_scales_far_apart():
+    """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
+    output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
+    the rest (the decode's converter path, exact) and one 18 under (rounded in e4m3); split
+    into chunks and whole."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    lens = [4096, 3000, 1500]
+    inputs = make_mla_inputs(lens, 4, 16, "mxfp4", seed=torch.seed() % (1 << 31), device="cuda")
+    codes = inputs["kv_scale"].int()
+    rows = torch.arange(codes.shape[0], device="cuda")
+    pos = rows - torch.repeat_interleave(inputs["kv_indptr"][:-1], torch.tensor(lens, device="cuda"))
+    codes += (pos // 700).unsqueeze(1)                   # +0 .. +5 binades along each sequence
+    codes[:, 3] -= 12
+    codes[:, 11] -= 18
+    inputs["kv_scale"] = codes.clamp(1, 254).to(torch.uint8)
+    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2")
+    want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
+    for batch in (inputs, {**inputs, "q": inputs["q"][:4], "qo_indptr": inputs["qo_indptr"][:2], "kv_indptr": inputs["kv_indptr"][:2]}):
+        plan = mla.plan(batch["qo_indptr"], batch["kv_indptr"], 16)
+        out, lse = mla(**batch, plan=plan, return_lse=True)
+        n = batch["q"].shape[0]
+        ok, detail = compare(out, lse, want_out[:n], want_lse[:n], *ERROR_BARS["fp8x2"])
+        assert ok, (plan.chunks, detail)
 
 
 def test_auto_takes_fp8_products_only_on_long_sequences():

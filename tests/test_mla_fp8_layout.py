@@ -2,8 +2,13 @@
 modelled here byte by byte: the V^T transpose writes every (KV row, dim) byte exactly once to
 the slot and row P and the output read it from, and a warp's transpose reads and writes and
 P's stores reach shared memory in the fewest wavefronts (the first version's reads were
-8-way conflicted: 766 us against 478 after the fix, bench/NOTES.md). No GPU needed."""
+8-way conflicted: 766 us against 478 after the fix, bench/NOTES.md); the MXFP4 decode's
+stores land on the K tile's bytes, conflict-free, and its e4m3 table (mapping/prelude/sm_90a.h)
+gives every code the e4m3 bytes of its exact value. No GPU needed."""
 import itertools
+import random
+
+import torch
 
 SLAB, ATOM = 4096, 512                  # a 64-byte column slab of 64 rows; an 8-row atom
 
@@ -102,3 +107,99 @@ def test_the_model_sees_the_first_versions_conflict():
         kg, dc = t & 7, t >> 3
         return (dc >> 2) * SLAB + kg * ATOM + rr * 64 + (((dc & 3) ^ (rr >> 1)) << 4)
     assert max(wavefronts([(v1(t, rr), 16) for t in range(32)]) for rr in range(8)) == 8
+
+
+# ---- MXFP4 decoded to e4m3 (the template's decode() and the prelude's e2m1_e4m3_table)
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def decode_stores(t: int):
+    """Thread t's two 16-byte stores of block j = t % 4 + 4i into the K tile: (address, KV row,
+    first dim); lanes t % 4 >= 2 store the block's second half first."""
+    r, k = t >> 2, t & 3
+    swap = k >> 1
+    out = []
+    for i in range(5):
+        if k + 4 * i >= 18:
+            break
+        for e in range(2):
+            addr = (k >> 1) * SLAB + i * 8192 + (r >> 3) * 512 + (r & 7) * 64 + (((2 * (k & 1) + (e ^ swap)) ^ ((r >> 1) & 3)) << 4)
+            out.append((addr, r, 32 * (k + 4 * i) + 16 * (e ^ swap)))
+    return out
+
+
+def test_the_mxfp4_decode_writes_every_k_byte_once_where_the_k_tile_has_it():
+    placed = set()
+    for t in range(256):
+        for addr, r, d0 in decode_stores(t):
+            assert addr == sw64(r, d0)
+            placed |= {addr + m for m in range(16)}
+    assert placed == {sw64(r, d) for r in range(64) for d in range(576)}
+
+
+def test_a_warps_mxfp4_decode_stores_take_the_fewest_wavefronts():
+    for warp in range(8):
+        lanes = [t for t in range(32 * warp, 32 * warp + 32)]
+        for n in range(8):                   # store n of the lanes that have it: 16 bytes each
+            acc = [(decode_stores(t)[n][0], 16) for t in lanes if n < len(decode_stores(t))]
+            assert wavefronts(acc) == (len(acc) * 16 + 127) // 128
+
+
+def prmt(a: int, b: int, c: int) -> int:
+    """PTX prmt.b32 (default mode): output byte i is byte c[4i+2:4i] of {b, a}, or that byte's
+    sign replicated where c[4i+3] is set."""
+    src = [(a >> 8 * i) & 0xFF for i in range(4)] + [(b >> 8 * i) & 0xFF for i in range(4)]
+    out = 0
+    for i in range(4):
+        nib = (c >> 4 * i) & 0xF
+        byte = src[nib & 7]
+        if nib & 8:
+            byte = 0xFF if byte & 0x80 else 0
+        out |= byte << 8 * i
+    return out
+
+
+def e4m3_bytes(values) -> list:
+    return torch.tensor(values, dtype=torch.float32).to(torch.float8_e4m3fn).view(torch.uint8).tolist()
+
+
+def e2m1_e4m3_table(code: int, emax: int):
+    """The prelude's e2m1_e4m3_table, line for line (its float branch through torch's e4m3)."""
+    shift = code - emax + 6
+    if code == 255:
+        return 0x7F7F7F7F, 0x7F7F7F7F
+    if shift >= -5:
+        x = ((shift + 6) * 0x08080808) & 0xFFFFFFFF
+        return (0x0C080000 + x) & 0xFFFFFF00, (0x1C181410 + x) & 0xFFFFFFFF
+    f = 2.0 ** shift if shift > -127 else 0.0
+    b = e4m3_bytes([v * f for v in E2M1])
+    return sum(v << 8 * i for i, v in enumerate(b[:4])), sum(v << 8 * i for i, v in enumerate(b[4:]))
+
+
+def e2m1x8_e4m3(w: int, lo: int, hi: int):
+    sel, w4 = w & 0x77777777, (w << 4) & 0xFFFFFFFF
+    neg0, neg1 = prmt(w4, w, 0xD9C8), prmt(w4, w, 0xFBEA)
+    return prmt(lo, hi, sel & 0xFFFF) | (neg0 & 0x80808080), prmt(lo, hi, sel >> 16) | (neg1 & 0x80808080)
+
+
+def test_the_e4m3_table_gives_each_code_its_exact_value():
+    rng = random.Random(7)
+    for emax in (127, 130, 200):
+        for code in range(max(0, emax - 24), emax + 1):
+            shift = code - emax + 6
+            lo, hi = e2m1_e4m3_table(code, emax)
+            for _ in range(16):
+                w = rng.getrandbits(32)
+                o0, o1 = e2m1x8_e4m3(w, lo, hi)
+                got = [((o0 | o1 << 32) >> 8 * n) & 0xFF for n in range(8)]
+                nib = [(w >> 4 * n) & 0xF for n in range(8)]
+                exact = [(-1.0 if v & 8 else 1.0) * E2M1[v & 7] * 2.0 ** shift for v in nib]
+                want = e4m3_bytes(exact)        # round to nearest even; equal to `exact` from shift -8
+                # (+-0 both read as 0: the code's sign stays on a zero)
+                assert [g & 0x7F for g in got] == [v & 0x7F for v in want], (emax, code, hex(w))
+                assert all((g ^ ((v & 8) << 4)) & 0x80 == 0 for g, v in zip(got, nib))
+                if shift >= -8:
+                    back = torch.tensor(got, dtype=torch.uint8).view(torch.float8_e4m3fn).float().tolist()
+                    assert back == exact
+    lo, hi = e2m1_e4m3_table(255, 127)
+    assert e2m1x8_e4m3(0x12345678, lo, hi)[0] & 0x7F7F7F7F == 0x7F7F7F7F   # NaN bytes

@@ -192,6 +192,42 @@ __device__ __forceinline__ void e4m3x2_to_f32x2_exact(unsigned v, float& lo, flo
     asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(l));
     asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(h));
 }
+// ---- MXFP4 decode to e4m3 (mla_decode's fp8 products on the MXFP4 cache). A block's codes
+// times 2^shift (shift = code - emax + 6 against its row's largest E8M0 code emax, so the
+// largest magnitude 6 x 2^6 = 384 fits e4m3's 448) through an 8-byte table of the magnitudes
+// 0, .5, 1, 1.5, 2, 3, 4, 6: codes 0-3 in lo, 4-7 in hi (prmt's two table words). From shift -5
+// every nonzero magnitude is a normal e4m3 whose exponent field is shift + 6 above the code's
+// own, so the table is a fixed byte pattern plus (shift + 6) << 3 in every byte; below, the
+// converter makes them: exact down to shift -8 (e4m3 subnormals step by 2^-9), that is for
+// every block within 14 binades of its row's largest, rounded below, zero from shift -13.
+// Code 255 (NaN) gives e4m3 NaN bytes.
+struct e4m3_table { unsigned lo, hi; };
+__device__ __forceinline__ e4m3_table e2m1_e4m3_table(unsigned code, int emax) {
+    const int shift = (int)code - emax + 6;
+    e4m3_table t;
+    if (code == 255u) {
+        t.lo = t.hi = 0x7f7f7f7fu;
+    } else if (shift >= -5) {
+        const unsigned x = (unsigned)(shift + 6) * 0x08080808u;
+        t.lo = (0x0c080000u + x) & 0xffffff00u;        // 0, .5, 1, 1.5 (code 0 stays 0)
+        t.hi = 0x1c181410u + x;                        // 2, 3, 4, 6
+    } else {
+        const float f = shift > -127 ? __uint_as_float((unsigned)(shift + 127) << 23) : 0.f;
+        t.lo = f32x2_to_e4m3x2(0.f, 0.5f * f) | (f32x2_to_e4m3x2(f, 1.5f * f) << 16);
+        t.hi = f32x2_to_e4m3x2(2.f * f, 3.f * f) | (f32x2_to_e4m3x2(4.f * f, 6.f * f) << 16);
+    }
+    return t;
+}
+// Eight E2M1 codes (a word, lowest nibble first) -> eight e4m3 bytes in order (o0: codes 0-3):
+// the magnitudes by two table permutes, the signs as in e2m1x8_to_bf16x8 (9 instructions).
+__device__ __forceinline__ void e2m1x8_e4m3(unsigned w, const e4m3_table& t, unsigned& o0, unsigned& o1) {
+    const unsigned sel = w & 0x77777777u, w4 = w << 4;
+    unsigned neg0, neg1;
+    asm("prmt.b32 %0, %1, %2, 0xd9c8;" : "=r"(neg0) : "r"(w4), "r"(w));
+    asm("prmt.b32 %0, %1, %2, 0xfbea;" : "=r"(neg1) : "r"(w4), "r"(w));
+    o0 = __byte_perm(t.lo, t.hi, sel) | (neg0 & 0x80808080u);
+    o1 = __byte_perm(t.lo, t.hi, sel >> 16) | (neg1 & 0x80808080u);
+}
 // Four 8 x 8 b16 matrices to shared memory from the mma fragment layout: r[i] of each lane goes
 // to matrix i; lane l gives the shared address of row l % 8 of matrix l / 8 (16 bytes a row).
 __device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {

@@ -49,6 +49,7 @@ WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, 
 HEADS_RAW_ROW = {"bf16": 0, "fp8": D, "mxfp4": 320}
 SCALE_WINDOW = 20       # MXFP4: a row's 18 scale bytes (2-byte aligned) in a 4-byte aligned window
 FP8_PRODUCTS = ("fp8", "fp8x2")  # the `mma` values on the fp8 matrix path (one or two e4m3 Q parts)
+FP8_PRODUCTS_FORMATS = ("fp8", "mxfp4")     # the caches they take (MXFP4 decoded to e4m3 exactly)
 # mma="auto": fp8 products (two e4m3 Q parts) only where every sequence is this long (below,
 # e4m3 P alone misses max abs 1e-2: 1.4e-2 at 256 rows, 8.7e-3 at 512 in bench/mla_fp8_numerics.py)
 FP8X2_PRODUCTS_FROM_KV = 1024
@@ -149,7 +150,7 @@ class MLADecode(Kernel):
         params = dict(self.params)
         fp8 = table.get("heads_fp8")
         least = fp8["from_rows"] if fp8 and (batch >= fp8["below_batch"] or kv_min < fp8["below_batch_kv"]) else 16
-        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= least
+        if (fmt in FP8_PRODUCTS_FORMATS and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= least
                 and kv_min >= FP8X2_PRODUCTS_FROM_KV):
             params["mma"], loop = "fp8x2", "heads"
         elif params["mma"] in FP8_PRODUCTS and loop == "":
@@ -183,8 +184,8 @@ class MLADecode(Kernel):
         if t["loop"] in WGMMA_LOOPS:
             self._check_wgmma_loop(target, t)
         mma = self.params["mma"]
-        if mma in FP8_PRODUCTS and (self.params["kv_format"] != "fp8" or t["loop"] != "heads"):
-            raise InputError(f"mma: {mma!r} runs the fp8 cache on the heads loop of warpgroup-MMA targets; got kv_format "
+        if mma in FP8_PRODUCTS and (self.params["kv_format"] not in FP8_PRODUCTS_FORMATS or t["loop"] != "heads"):
+            raise InputError(f"mma: {mma!r} runs the fp8 and MXFP4 caches on the heads loop of warpgroup-MMA targets; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r} on {target} (use mma='bf16' or 'auto')")
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
@@ -224,10 +225,19 @@ class MLADecode(Kernel):
         """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
-        if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:   # e4m3 Q (one or two parts), a ring of raw KV tiles, two V^T (512 x 64) and P (64 x 64), Q's row scales, [warpgroup][row] maxima, sums
-            tile = 64 * D
-            return {**_regions(q=(2 if self.params["mma"] == "fp8x2" else 1) * tile, kv=t["stages"] * tile, vt=2 * DV * 64, p=2 * 64 * 64, qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
-                    "stage": tile}
+        if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
+            # e4m3 Q (one or two parts), the KV tiles (fp8: a ring of them; MXFP4: the one tile
+            # decoded from a ring of raw stages, their scale windows and where each row's scales
+            # start, and [tile % 2] row factors, row exponents, [tile % 2][warp] largest
+            # exponents), two V^T (512 x 64) and P (64 x 64), Q's row scales, [warpgroup][row]
+            # maxima and sums
+            tile, raw_row = 64 * D, HEADS_RAW_ROW["mxfp4"]
+            mx, ring = self.params["kv_format"] == "mxfp4", t["stages"]
+            return {**_regions(q=(2 if self.params["mma"] == "fp8x2" else 1) * tile, kv=(1 if mx else ring) * tile,
+                               vt=2 * DV * 64, p=2 * 64 * 64, raw=ring * 64 * raw_row if mx else 0,
+                               sc=ring * 64 * SCALE_WINDOW if mx else 0, soff=ring * 64 if mx else 0, kf=2 * 64 * 4 if mx else 0,
+                               ke=2 * 64 * 4 if mx else 0, wm=2 * 8 * 4 if mx else 0, qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
+                    "stage": tile, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads":        # 128-byte-swizzled Q and KV tiles (64 rows) and P (64 x 64 bf16), [warpgroup][row] maxima, sums
             fmt = self.params["kv_format"]
             tile, raw_row, mx = 64 * D * 2, HEADS_RAW_ROW[fmt], fmt == "mxfp4"
