@@ -1,7 +1,7 @@
 """mla_decode's products side by side on the compute-bound shapes (issue 40): the bf16 cache,
 the fp8 cache on bf16 products (Q bf16, the cache decoded to bf16) and on fp8 products
 (mma="fp8": Q and P rounded to e4m3, both products on the fp8 matrix path; "fp8x2": Q as two
-e4m3 parts), and the MXFP4 cache on bf16 and on fp8x2 products (decoded to e4m3), each
+e4m3 parts), and the MXFP4 cache on bf16, fp8 and fp8x2 products (decoded to e4m3), each
 checked against the fp32 reference (largest error printed) and timed, interleaved, median of 20.
 
     python bench/mla_products.py [--out DIR] [--stages 2[,3]]
@@ -35,7 +35,7 @@ def main():
     args = ap.parse_args()
     cases = [("bf16", "auto", {}), ("fp8", "bf16", {})]
     cases += [("fp8", m, {"stages": int(s)}) for m in ("fp8", "fp8x2") for s in args.stages.split(",")]
-    cases += [("mxfp4", "bf16", {}), ("mxfp4", "fp8x2", {})]
+    cases += [("mxfp4", m, {}) for m in ("bf16", "fp8", "fp8x2")]
     rows = []
     for shape in SHAPES:
         timed = []

@@ -223,9 +223,10 @@ def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
 
 @pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
 def test_fp8_products_on_mxfp4_compile(mma):
-    """MXFP4 on fp8 products: the same MMAs as the fp8 cache, no spills; one decoded K tile and
-    two raw stages (rows padded to 320 bytes, 20-byte scale windows) fit sm_90a's shared memory
-    beside two Q parts; a third stage does not, and says so before any launch."""
+    """MXFP4 on fp8 products: the same MMAs as the fp8 cache, no spills; two raw stages (rows
+    padded to 320 bytes, 20-byte scale windows) and two decoded K tiles beside one Q part, or
+    one beside two, fit sm_90a's shared memory; a third stage does not, and says so before
+    any launch."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="mxfp4", mma=mma)
     r = k.report("sm_90a")
@@ -234,7 +235,8 @@ def test_fp8_products_on_mxfp4_compile(mma):
     assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 and r["instructions"]["hmma"] == 0, r
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
     raw = 2 * 64 * (320 + 20 + 1)
-    assert k.dynamic_smem("sm_90a") == (parts + 1) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + raw + 2 * 64 * 8 + 2 * 8 * 4 + 64 * 4 + 2 * 2 * 64 * 4
+    assert k.layout("sm_90a")["kv_tiles"] == 3 - parts
+    assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + raw + 2 * 64 * 8 + 2 * 8 * 4 + 64 * 4 + 2 * 2 * 64 * 4
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
     with pytest.raises(portable.InputError, match="shared memory"):
         MLADecode(kv_format="mxfp4", mma="fp8x2", tuning={"stages": 3}).source("sm_90a")

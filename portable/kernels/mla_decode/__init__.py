@@ -150,7 +150,9 @@ class MLADecode(Kernel):
         params = dict(self.params)
         fp8 = table.get("heads_fp8")
         least = fp8["from_rows"] if fp8 and (batch >= fp8["below_batch"] or kv_min < fp8["below_batch_kv"]) else 16
-        if (fmt in FP8_PRODUCTS_FORMATS and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= least
+        # (MXFP4 stays on bf16 products: with two Q parts its decode sits on the fp8 loop's
+        # critical path, slower than its bf16 products' loop; bench/NOTES.md, issue 40)
+        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= least
                 and kv_min >= FP8X2_PRODUCTS_FROM_KV):
             params["mma"], loop = "fp8x2", "heads"
         elif params["mma"] in FP8_PRODUCTS and loop == "":
@@ -231,13 +233,14 @@ class MLADecode(Kernel):
             # start, and [tile % 2] row factors, row exponents, [tile % 2][warp] largest
             # exponents), two V^T (512 x 64) and P (64 x 64), Q's row scales, [warpgroup][row]
             # maxima and sums
-            tile, raw_row = 64 * D, HEADS_RAW_ROW["mxfp4"]
+            tile, raw_row, parts = 64 * D, HEADS_RAW_ROW["mxfp4"], 2 if self.params["mma"] == "fp8x2" else 1
             mx, ring = self.params["kv_format"] == "mxfp4", t["stages"]
-            return {**_regions(q=(2 if self.params["mma"] == "fp8x2" else 1) * tile, kv=(1 if mx else ring) * tile,
+            k_tiles = 3 - parts if mx else ring        # MXFP4: decoded K tiles (two fit beside one Q part)
+            return {**_regions(q=parts * tile, kv=k_tiles * tile,
                                vt=2 * DV * 64, p=2 * 64 * 64, raw=ring * 64 * raw_row if mx else 0,
                                sc=ring * 64 * SCALE_WINDOW if mx else 0, soff=ring * 64 if mx else 0, kf=2 * 64 * 4 if mx else 0,
                                ke=2 * 64 * 4 if mx else 0, wm=2 * 8 * 4 if mx else 0, qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
-                    "stage": tile, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
+                    "stage": tile, "kv_tiles": k_tiles, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads":        # 128-byte-swizzled Q and KV tiles (64 rows) and P (64 x 64 bf16), [warpgroup][row] maxima, sums
             fmt = self.params["kv_format"]
             tile, raw_row, mx = 64 * D * 2, HEADS_RAW_ROW[fmt], fmt == "mxfp4"
