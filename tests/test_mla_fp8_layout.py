@@ -163,17 +163,19 @@ def e4m3_bytes(values) -> list:
     return torch.tensor(values, dtype=torch.float32).to(torch.float8_e4m3fn).view(torch.uint8).tolist()
 
 
-def e2m1_e4m3_table(code: int, emax: int):
-    """The prelude's e2m1_e4m3_table, line for line (its float branch through torch's e4m3)."""
-    shift = code - emax + 6
-    if code == 255:
-        return 0x7F7F7F7F, 0x7F7F7F7F
-    if shift >= -5:
-        x = ((shift + 6) * 0x08080808) & 0xFFFFFFFF
-        return (0x0C080000 + x) & 0xFFFFFF00, (0x1C181410 + x) & 0xFFFFFFFF
-    f = 2.0 ** shift if shift > -127 else 0.0
-    b = e4m3_bytes([v * f for v in E2M1])
-    return sum(v << 8 * i for i, v in enumerate(b[:4])), sum(v << 8 * i for i, v in enumerate(b[4:]))
+def e2m1_e4m3_tables() -> list:
+    """The prelude's e2m1_e4m3_tables_store: shifts -14..6 through the converter (torch's e4m3,
+    round to nearest even), then NaN bytes."""
+    tables = []
+    for thread in range(21):
+        b = e4m3_bytes([v * 2.0 ** (thread - 14) for v in E2M1])
+        tables.append((sum(v << 8 * i for i, v in enumerate(b[:4])), sum(v << 8 * i for i, v in enumerate(b[4:]))))
+    return tables + [(0x7F7F7F7F, 0x7F7F7F7F)]
+
+
+def e2m1_e4m3_table(code: int, emax: int, tables=e2m1_e4m3_tables()):
+    """The prelude's e2m1_e4m3_table: the lookup, shifts clamped to -14..6."""
+    return tables[21 if code == 255 else min(max(code - emax + 6, -14), 6) + 14]
 
 
 def e2m1x8_e4m3(w: int, lo: int, hi: int):
@@ -185,7 +187,7 @@ def e2m1x8_e4m3(w: int, lo: int, hi: int):
 def test_the_e4m3_table_gives_each_code_its_exact_value():
     rng = random.Random(7)
     for emax in (127, 130, 200):
-        for code in range(max(0, emax - 24), emax + 1):
+        for code in range(max(0, emax - 24), emax + 1):     # shifts -18..6
             shift = code - emax + 6
             lo, hi = e2m1_e4m3_table(code, emax)
             for _ in range(16):

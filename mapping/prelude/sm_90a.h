@@ -195,28 +195,29 @@ __device__ __forceinline__ void e4m3x2_to_f32x2_exact(unsigned v, float& lo, flo
 // ---- MXFP4 decode to e4m3 (mla_decode's fp8 products on the MXFP4 cache). A block's codes
 // times 2^shift (shift = code - emax + 6 against its row's largest E8M0 code emax, so the
 // largest magnitude 6 x 2^6 = 384 fits e4m3's 448) through an 8-byte table of the magnitudes
-// 0, .5, 1, 1.5, 2, 3, 4, 6: codes 0-3 in lo, 4-7 in hi (prmt's two table words). From shift -5
-// every nonzero magnitude is a normal e4m3 whose exponent field is shift + 6 above the code's
-// own, so the table is a fixed byte pattern plus (shift + 6) << 3 in every byte; below, the
-// converter makes them: exact down to shift -8 (e4m3 subnormals step by 2^-9), that is for
-// every block within 14 binades of its row's largest, rounded below, zero from shift -13.
-// Code 255 (NaN) gives e4m3 NaN bytes.
+// 0, .5, 1, 1.5, 2, 3, 4, 6 times 2^shift: codes 0-3 in lo, 4-7 in hi (prmt's two table words).
+// One table a shift from -14 (every magnitude rounds to 0 there) to 6, and one of NaN bytes for
+// code 255, built once a block by the converter: exact down to shift -8 (e4m3 subnormals step
+// by 2^-9), that is for every block within 14 binades of its row's largest, rounded below.
 struct e4m3_table { unsigned lo, hi; };
-__device__ __forceinline__ e4m3_table e2m1_e4m3_table(unsigned code, int emax) {
-    const int shift = (int)code - emax + 6;
-    e4m3_table t;
-    if (code == 255u) {
-        t.lo = t.hi = 0x7f7f7f7fu;
-    } else if (shift >= -5) {
-        const unsigned x = (unsigned)(shift + 6) * 0x08080808u;
-        t.lo = (0x0c080000u + x) & 0xffffff00u;        // 0, .5, 1, 1.5 (code 0 stays 0)
-        t.hi = 0x1c181410u + x;                        // 2, 3, 4, 6
-    } else {
-        const float f = shift > -127 ? __uint_as_float((unsigned)(shift + 127) << 23) : 0.f;
-        t.lo = f32x2_to_e4m3x2(0.f, 0.5f * f) | (f32x2_to_e4m3x2(f, 1.5f * f) << 16);
-        t.hi = f32x2_to_e4m3x2(2.f * f, 3.f * f) | (f32x2_to_e4m3x2(4.f * f, 6.f * f) << 16);
+__device__ __forceinline__ e4m3_table* e2m1_e4m3_tables_smem() { __shared__ __align__(8) e4m3_table t[22]; return t; }
+// threads 0-21 store one table each; a barrier, then e2m1_e4m3_table in every thread
+__device__ __forceinline__ void e2m1_e4m3_tables_store(unsigned thread) {
+    if (thread < 22u) {
+        e4m3_table t;
+        if (thread == 21u) {
+            t.lo = t.hi = 0x7f7f7f7fu;
+        } else {
+            const float f = __uint_as_float((113u + thread) << 23);      // 2^(thread - 14)
+            t.lo = f32x2_to_e4m3x2(0.f, 0.5f * f) | (f32x2_to_e4m3x2(f, 1.5f * f) << 16);
+            t.hi = f32x2_to_e4m3x2(2.f * f, 3.f * f) | (f32x2_to_e4m3x2(4.f * f, 6.f * f) << 16);
+        }
+        e2m1_e4m3_tables_smem()[thread] = t;
     }
-    return t;
+}
+__device__ __forceinline__ e4m3_table e2m1_e4m3_table(unsigned code, int emax) {
+    const int shift = min(max((int)code - emax + 6, -14), 6);
+    return e2m1_e4m3_tables_smem()[code == 255u ? 21 : shift + 14];
 }
 // Eight E2M1 codes (a word, lowest nibble first) -> eight e4m3 bytes in order (o0: codes 0-3):
 // the magnitudes by two table permutes, the signs as in e2m1x8_to_bf16x8 (9 instructions).
