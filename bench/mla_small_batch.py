@@ -2,9 +2,10 @@
 shape's time (input sets rotated past the L2, as `portable bench` does), the same with the KV
 split into fewer or more chunks (the plan's SM count scaled), on the tile loop, and
 FlashInfer's time; then the kernels of one call and their GPU times (torch.profiler) for two
-shapes.
+shapes. With --caches: the fp8 and MXFP4 caches at the same shapes on "auto" and on the heads
+loop with bf16 and fp8x2 products, against the bf16 cache's "auto" in the same run.
 
-    python bench/mla_small_batch.py [--out DIR]
+    python bench/mla_small_batch.py [--out DIR] [--caches]
 """
 from __future__ import annotations
 
@@ -45,7 +46,10 @@ def replanned(k, sets: list, split: float) -> list:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--caches", action="store_true", help="time the quantized caches' loop choices instead")
     args = ap.parse_args()
+    if args.caches:
+        return caches(args.out)
     k = portable.load("mla_decode", kv_format="bf16")
     tile = portable.load("mla_decode", kv_format="bf16", tuning={"loop": "tile"})
     fi = peers.FlashInferMLA() if peers.available("flashinfer") else None
@@ -76,6 +80,24 @@ def main():
         print(label(shape), "(10 calls)")
         print(prof.key_averages().table(row_limit=6))
     with open(os.path.join(args.out, "mla_small_batch.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+def caches(out: str):
+    choices = [("bf16", "auto", {}), ("fp8", "auto", {}), ("fp8", "bf16", {"loop": "heads"}), ("fp8", "fp8x2", {"loop": "heads"}),
+               ("mxfp4", "auto", {}), ("mxfp4", "bf16", {"loop": "heads"})]
+    rows = []
+    for shape in SHAPES:
+        times = {}
+        for fmt, mma, knobs in choices:
+            k = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
+            sets = input_sets(k, shape)
+            name = f"{fmt} {mma}" + (f" {knobs['loop']}" if knobs else f" ({k.for_plan(sets[0]['plan']).tiles('sm_90a')['loop']})")
+            times[name] = statistics.median(_time_rotating(k.run, sets, 30))
+        base = times["bf16 auto (heads)"] if "bf16 auto (heads)" in times else next(iter(times.values()))
+        rows.append({"shape": label(shape), **times})
+        print(label(shape), " ".join(f"{n}={t:.1f} ({base / t:.3f})" for n, t in times.items()), flush=True)
+    with open(os.path.join(out, "mla_small_batch_caches.json"), "w") as f:
         json.dump(rows, f, indent=1)
 
 
