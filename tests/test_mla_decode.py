@@ -275,6 +275,11 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert k.for_heads(16, "sm_90a", 1, 8192, batch=4).params["mma"] == "fp8x2"   # ... but for a small batch
     assert k.for_heads(16, "sm_90a", 1, 8192, batch=8).params["mma"] == "auto"
     assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).params["mma"] == "auto"
+    assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).tiles("sm_90a")["loop"] == "heads"   # short, small: bf16 products
+    assert k.for_heads(32, "sm_90a", 4, 1024, batch=4).params["mma"] == "auto"
+    for fmt in ("mxfp4", "bf16"):
+        assert MLADecode(kv_format=fmt).for_heads(16, "sm_90a", 1, 1024, batch=4).tiles("sm_90a")["loop"] == "heads"
+    assert MLADecode(kv_format="mxfp4").for_heads(16, "sm_90a", 1, 8192, batch=4).tiles("sm_90a")["loop"] == "twin"
     assert k.for_heads(128, "sm_100a", 1, 8192) is k                       # no fp8 products there
     assert MLADecode(kv_format="fp8", mma="bf16").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "bf16"
     assert MLADecode(kv_format="fp8", mma="fp8").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"

@@ -144,15 +144,19 @@ class MLADecode(Kernel):
         block holds re-reads no KV). An explicit loop or tiling wins. mma="auto" turns to fp8
         products with two e4m3 Q parts ("fp8x2") from the [.heads_fp8] table's `from_rows` where
         the shortest sequence (kv_min) is FP8X2_PRODUCTS_FROM_KV long, and from 16 rows where
-        it is `below_batch_kv` long in a batch of fewer than `below_batch` sequences."""
+        it is `below_batch_kv` long in a batch of fewer than `below_batch` sequences; in such a
+        batch of shorter sequences every format takes the heads loop from 16 rows, on bf16
+        products (its KV split into chunks of a tile or two)."""
         table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
         rows, options = heads * q_max, []
         params = dict(self.params)
         fp8 = table.get("heads_fp8")
-        least = fp8["from_rows"] if fp8 and (batch >= fp8["below_batch"] or kv_min < fp8["below_batch_kv"]) else 16
+        small = fp8 is not None and batch < fp8["below_batch"]
+        short = small and kv_min < fp8["below_batch_kv"]      # a small batch of short sequences
+        least = 16 if small else fp8["from_rows"] if fp8 else None
         # (MXFP4 stays on bf16 products: with two Q parts its decode sits on the fp8 loop's
         # critical path, slower than its bf16 products' loop; bench/NOTES.md, issue 40)
-        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and rows >= least
+        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and not short and rows >= least
                 and kv_min >= FP8X2_PRODUCTS_FROM_KV):
             params["mma"], loop = "fp8x2", "heads"
         elif params["mma"] in FP8_PRODUCTS and loop == "":
@@ -160,7 +164,7 @@ class MLADecode(Kernel):
         if any(self.tuning[k] for k in ("row_groups", "kv_tile", "warps")) or loop in ("fragments", "twin"):
             return self
         if table.get("heads") and fmt in WGMMA_LOOPS["heads"][0] and loop in ("", "heads"):
-            options.append((table["heads"], table["heads"]["from_rows"].get(fmt)))
+            options.append((table["heads"], 16 if short else table["heads"]["from_rows"].get(fmt)))
         if table.get("wide") and (loop or self.tiles(target)["loop"]) == "tile":
             options.append((table["wide"], 16 * table["wide"]["row_groups"]))
         fits = [t for t, least in options if loop == "heads" or (least is not None and rows >= least)]
