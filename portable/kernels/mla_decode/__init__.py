@@ -5,14 +5,16 @@
     out, lse = mla(q, kv, qo_indptr, kv_indptr, kv_scale=scale, plan=plan, return_lse=True)
 
 The products' operands (`mma`): "bf16" multiplies bf16 Q with the cache decoded to bf16;
-"fp8" (the fp8 cache on sm_90a) rounds Q to e4m3, one scale a (token, head) row, and P to e4m3,
+"fp8" (the fp8 and MXFP4 caches on sm_90a; MXFP4 decoded to e4m3 exactly) rounds Q to e4m3,
+one scale a (token, head) row, and P to e4m3,
 and runs both products on the fp8 matrix path (twice the bf16 rate): its max abs error is
 about the 1e-2 bar (7e-3 to 1.07e-2 measured from L 4096, more below), so it is the user's
 choice, checked against 1.5e-2. "fp8x2" carries Q as two e4m3 parts (hi + lo: bf16's precision) at twice the S
 products, and is what "auto" takes where the work is bound by the matrix units (tuning.toml's
 `from_rows` query rows a sequence) and every sequence is FP8X2_PRODUCTS_FROM_KV long (shorter
 rows average fewer values, and P's e4m3 rounding then shows beyond the bar: bench/NOTES.md,
-issue 40); bf16 products elsewhere.
+issue 40) on the fp8 cache; bf16 products elsewhere, and on MXFP4 (its decode makes fp8x2
+slower there).
 
 Work list: the host splits each (query token, 16*RG-head group) into KV chunks so that the
 blocks fill the GPU (split-KV); chunks of one row are merged by mla_combine. Planning reads
