@@ -164,7 +164,7 @@ def e4m3_bytes(values) -> list:
 
 
 def e2m1_e4m3_tables() -> list:
-    """The prelude's e2m1_e4m3_tables_store: shifts -14..6 through the converter (torch's e4m3,
+    """The prelude's e4m3_tables_store: shifts -14..6 through the converter (torch's e4m3,
     round to nearest even), then NaN bytes."""
     tables = []
     for thread in range(21):
@@ -174,7 +174,7 @@ def e2m1_e4m3_tables() -> list:
 
 
 def e2m1_e4m3_table(code: int, emax: int, tables=e2m1_e4m3_tables()):
-    """The prelude's e2m1_e4m3_table: the lookup, shifts clamped to -14..6."""
+    """The prelude's e4m3_table_for: the lookup, shifts clamped to -14..6."""
     return tables[21 if code == 255 else min(max(code - emax + 6, -14), 6) + 14]
 
 

@@ -200,9 +200,9 @@ __device__ __forceinline__ void e4m3x2_to_f32x2_exact(unsigned v, float& lo, flo
 // code 255, built once a block by the converter: exact down to shift -8 (e4m3 subnormals step
 // by 2^-9), that is for every block within 14 binades of its row's largest, rounded below.
 struct e4m3_table { unsigned lo, hi; };
-__device__ __forceinline__ e4m3_table* e2m1_e4m3_tables_smem() { __shared__ __align__(8) e4m3_table t[22]; return t; }
-// threads 0-21 store one table each; a barrier, then e2m1_e4m3_table in every thread
-__device__ __forceinline__ void e2m1_e4m3_tables_store(unsigned thread) {
+__device__ __forceinline__ e4m3_table* e4m3_tables_smem() { __shared__ __align__(8) e4m3_table t[22]; return t; }
+// threads 0-21 store one table each; a barrier, then e4m3_table_for in every thread
+__device__ __forceinline__ void e4m3_tables_store(unsigned thread) {
     if (thread < 22u) {
         e4m3_table t;
         if (thread == 21u) {
@@ -212,12 +212,12 @@ __device__ __forceinline__ void e2m1_e4m3_tables_store(unsigned thread) {
             t.lo = f32x2_to_e4m3x2(0.f, 0.5f * f) | (f32x2_to_e4m3x2(f, 1.5f * f) << 16);
             t.hi = f32x2_to_e4m3x2(2.f * f, 3.f * f) | (f32x2_to_e4m3x2(4.f * f, 6.f * f) << 16);
         }
-        e2m1_e4m3_tables_smem()[thread] = t;
+        e4m3_tables_smem()[thread] = t;
     }
 }
-__device__ __forceinline__ e4m3_table e2m1_e4m3_table(unsigned code, int emax) {
+__device__ __forceinline__ e4m3_table e4m3_table_for(unsigned code, int emax) {
     const int shift = min(max((int)code - emax + 6, -14), 6);
-    return e2m1_e4m3_tables_smem()[code == 255u ? 21 : shift + 14];
+    return e4m3_tables_smem()[code == 255u ? 21 : shift + 14];
 }
 // Eight E2M1 codes (a word, lowest nibble first) -> eight e4m3 bytes in order (o0: codes 0-3):
 // the magnitudes by two table permutes, the signs as in e2m1x8_to_bf16x8 (9 instructions).
