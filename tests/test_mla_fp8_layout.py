@@ -109,7 +109,7 @@ def test_the_model_sees_the_first_versions_conflict():
     assert max(wavefronts([(v1(t, rr), 16) for t in range(32)]) for rr in range(8)) == 8
 
 
-# ---- MXFP4 decoded to e4m3 (the template's decode() and the prelude's e2m1_e4m3_table)
+# ---- MXFP4 decoded to e4m3 (the template's decode() and the prelude's e4m3_tables_store and e4m3_table_for)
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
