@@ -221,6 +221,21 @@ def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
 
 
+@pytest.mark.parametrize("fmt,mma,stages", [("fp8", "fp8", 2), ("fp8", "fp8", 3), ("fp8", "fp8x2", 2),
+                                            ("mxfp4", "fp8", 2), ("mxfp4", "fp8x2", 2)])
+def test_fp8_products_layout_keeps_its_alignments(fmt, mma, stages):
+    """The fp8 products' shared memory: the 64-byte-swizzled tiles (Q, K, V^T, P) start on their
+    512-byte atoms (the descriptors carry no base offset), the cp.async targets and the vector
+    loads of the MXFP4 row factors (16 and 8 bytes) on theirs."""
+    k = MLADecode(kv_format=fmt, mma=mma, tuning={"stages": stages})
+    lay = k.layout("sm_90a")
+    for name in ("q", "kv", "vt", "p"):
+        assert lay[name] % 512 == 0, (name, lay)
+    for name, align in (("raw", 16), ("sc", 4), ("wm", 16), ("kf", 8), ("ke", 8), ("qs", 4), ("max", 4), ("l", 4)):
+        if name in lay:
+            assert lay[name] % align == 0, (name, lay)
+
+
 @pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
 def test_fp8_products_on_mxfp4_compile(mma):
     """MXFP4 on fp8 products: the same MMAs as the fp8 cache, no spills; two raw stages (rows
