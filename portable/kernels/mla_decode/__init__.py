@@ -242,10 +242,10 @@ class MLADecode(Kernel):
             tile, raw_row, parts = 64 * D, HEADS_RAW_ROW["mxfp4"], 2 if self.params["mma"] == "fp8x2" else 1
             mx, ring = self.params["kv_format"] == "mxfp4", t["stages"]
             k_tiles = 3 - parts if mx else ring        # MXFP4: decoded K tiles (two fit beside one Q part)
-            return {**_regions(q=parts * tile, kv=k_tiles * tile,
-                               vt=2 * DV * 64, p=2 * 64 * 64, raw=ring * 64 * raw_row if mx else 0,
-                               sc=ring * 64 * SCALE_WINDOW if mx else 0, soff=ring * 64 if mx else 0, kf=2 * 64 * 4 if mx else 0,
-                               ke=2 * 64 * 4 if mx else 0, wm=2 * 8 * 4 if mx else 0, qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
+            decode = dict(raw=ring * 64 * raw_row, sc=ring * 64 * SCALE_WINDOW, soff=ring * 64,
+                          kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
+            return {**_regions(q=parts * tile, kv=k_tiles * tile, vt=2 * DV * 64, p=2 * 64 * 64, **decode,
+                               qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
                     "stage": tile, "kv_tiles": k_tiles, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads":        # 128-byte-swizzled Q and KV tiles (64 rows) and P (64 x 64 bf16), [warpgroup][row] maxima, sums
             fmt = self.params["kv_format"]
