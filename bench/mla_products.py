@@ -4,7 +4,10 @@ the fp8 cache on bf16 products (Q bf16, the cache decoded to bf16) and on fp8 pr
 e4m3 parts), and the MXFP4 cache on bf16, fp8 and fp8x2 products (decoded to e4m3), each
 checked against the fp32 reference (largest error printed) and timed, interleaved, median of 20.
 
-    python bench/mla_products.py [--out DIR] [--stages 2[,3]]
+    python bench/mla_products.py [--out DIR] [--stages 2[,3]] [--cases CASES] [--shapes N,...]
+
+CASES replaces the list: FORMAT/MMA[/KNOB=VALUE...] entries, comma-separated, the first the
+baseline (e.g. bf16/auto,bf16/auto/loop=heads/scores=one); --shapes picks SHAPES by index.
 """
 from __future__ import annotations
 
@@ -21,23 +24,34 @@ from portable.timing import time_gpu
 SHAPES = [{"B": 128, "L": 8192, "q_len": 4, "h": 32}, {"B": 128, "L": 8192, "q_len": 4, "h": 16},
           {"B": 32, "L": 8192, "q_len": 4, "h": 32}, {"B": 64, "L": 4096, "q_len": 1, "h": 128},
           {"B": 128, "L": 8192, "q_len": 1, "h": 128}, {"B": 128, "L": 8192, "q_len": 1, "h": 32},
-          {"B": 4, "L": 8192, "q_len": 4, "h": 32}, {"B": 128, "L": 1024, "q_len": 4, "h": 32}]
+          {"B": 4, "L": 8192, "q_len": 4, "h": 32}, {"B": 128, "L": 1024, "q_len": 4, "h": 32},
+          {"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 4, "L": 1024, "q_len": 4, "h": 32}]
 
 
 def label(shape: dict) -> str:
     return "B{B} L{L} q{q_len} h{h}".format(**shape)
 
 
+def parse_case(text: str) -> tuple:
+    fmt, mma, *knobs = text.split("/")
+    return fmt, mma, {k: (int(v) if v.isdigit() else v) for k, v in (kv.split("=") for kv in knobs)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--stages", default="2", help="the fp8 products' KV ring depths to time")
+    ap.add_argument("--cases", default="", help="FORMAT/MMA[/KNOB=VALUE...], comma-separated, the first the baseline")
+    ap.add_argument("--shapes", default="", help="indices into SHAPES, comma-separated (default: all)")
     args = ap.parse_args()
     cases = [("bf16", "auto", {}), ("fp8", "bf16", {})]
     cases += [("fp8", m, {"stages": int(s)}) for m in ("fp8", "fp8x2") for s in args.stages.split(",")]
     cases += [("mxfp4", m, {}) for m in ("bf16", "fp8", "fp8x2")]
+    if args.cases:
+        cases = [parse_case(c) for c in args.cases.split(",")]
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
     rows = []
-    for shape in SHAPES:
+    for shape in shapes:
         timed = []
         for fmt, mma, knobs in cases:
             k = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)

@@ -77,7 +77,7 @@ def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
     validated over its closed set."""
     assert list(MLADecode.PARAMS) == ["kv_format", "mma"]
     assert set(MLADecode.TUNING) == {"kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens",
-                                      "loop", "stages"}
+                                      "loop", "stages", "scores"}
     with pytest.raises(portable.InputError, match=r"loop: a tuning knob .* pass tuning=\{'loop': \.\.\.\}"):
         portable.load("mla_decode", kv_format="fp8", loop="fragments")
     with pytest.raises(portable.InputError, match=r"kv_tile: expected one of \[0, 32, 64\], got 48"):
@@ -203,6 +203,21 @@ def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
     """ptxas keeps the sm_90a loops' wgmma pipelined (no "serialized" advisory: an O register
     read while its P V is in flight made the fp8 products' loop 25% slower)."""
     assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": loop}))
+
+
+def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
+    """scores="one": 36 MMAs 64 x 64 for S (the first tile and the loop's), P V on both
+    warpgroups (4 each), no spills, no serialized wgmma, P over the stages' rope slabs (no P
+    region); refused before any launch off the bf16 cache's heads loop on bf16 products."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "scores": "one"}).for_heads(32, "sm_90a", 4, 8192)
+    r = k.report("sm_90a")
+    assert r["instructions"]["hgmma"] == 2 * 36 + 2 * 4 and r["spill_bytes"] == 0, r
+    assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 * 2 + 2 * 64 * 4 + 64 * 4
+    assert_wgmma_pipelined(k)
+    for fmt, mma, loop in (("fp8", "bf16", "heads"), ("bf16", "auto", "tile"), ("mxfp4", "fp8x2", "heads")):
+        with pytest.raises(portable.InputError, match="scores: 'one' is written for the heads loop of the bf16 cache"):
+            MLADecode(kv_format=fmt, mma=mma, tuning={"loop": loop, "scores": "one"}).source("sm_90a")
 
 
 @pytest.mark.parametrize("mma,stages", [("fp8", 2), ("fp8", 3), ("fp8x2", 2)])

@@ -103,6 +103,23 @@ def test_heads_loop_matches_reference(fmt):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+def test_one_scoring_warpgroup_matches_reference():
+    """scores="one" (warpgroup 0 scores whole tiles, warpgroup 1 copies, both multiply P V;
+    named barriers between them): the heads loop's cases, a sequence of one tile and one split
+    into chunks."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    knobs = {"loop": "heads", "scores": "one"}
+    run_and_compare("bf16", RAGGED, 1, 128, **knobs)
+    run_and_compare("bf16", RAGGED, 4, 16, **knobs)
+    run_and_compare("bf16", RAGGED, 3, 16, **knobs)
+    run_and_compare("bf16", [65, 4097, 1, 0, 300], 2, 32, page_size=64, **knobs)
+    run_and_compare("bf16", [8192], 4, 32, **knobs)
+    run_and_compare("bf16", [40, 64, 128], 1, 64, **knobs)
+    out, lse = run_and_compare("bf16", [0, 0, 5], 1, 64, **knobs)
+    assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
+
+
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 def test_fp8_products_match_reference(fmt):
     """mma="fp8" (Q and P rounded to e4m3, both products on the fp8 matrix path; opt-in) within

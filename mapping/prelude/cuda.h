@@ -31,6 +31,8 @@ __device__ __forceinline__ int mma_c_col(int i) { return 2 * (int)(mma_lane() & 
 
 // A barrier for n threads (whole warps) of the block under id (0 is __syncthreads()'s).
 __device__ __forceinline__ void named_barrier(unsigned id, unsigned n) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }
+// Counts this warp toward barrier id's n threads and goes on (the waiting side: named_barrier).
+__device__ __forceinline__ void named_barrier_arrive(unsigned id, unsigned n) { asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(n) : "memory"); }
 // A generic pointer into shared memory -> its 32-bit shared-window address (ldmatrix, cp.async,
 // descriptors). Inline cvta, not the compiler builtin __cvta_generic_to_shared: measured side by
 // side, the builtin made mla_decode 1-2% slower and the gemm example's default path no faster

@@ -109,6 +109,10 @@ class MLADecode(Kernel):
         # at which row count: tuning.toml
         "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
+        # the heads loop on bf16 products of the bf16 cache: "halves" (each warpgroup scores
+        # half the tile's columns, mla_decode_heads.j2) or "one" (warpgroup 0 scores all of
+        # them while warpgroup 1 copies, both multiply P V; mla_decode_heads_one.j2)
+        "scores": Choice(("", "halves", "one"), ""),
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
@@ -133,7 +137,8 @@ class MLADecode(Kernel):
         t.setdefault("tokens", 1)
         t.setdefault("loop", "tile")
         t.setdefault("stages", 2)
-        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages"):
+        t.setdefault("scores", "halves")
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores"):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         return t
@@ -195,6 +200,9 @@ class MLADecode(Kernel):
         if mma in FP8_PRODUCTS and (self.params["kv_format"] not in FP8_PRODUCTS_FORMATS or t["loop"] != "heads"):
             raise InputError(f"mma: {mma!r} runs the fp8 and MXFP4 caches on the heads loop of warpgroup-MMA targets; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r} on {target} (use mma='bf16' or 'auto')")
+        if t["scores"] == "one" and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
+            raise InputError(f"scores: 'one' is written for the heads loop of the bf16 cache on bf16 products; got kv_format "
+                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (use 'halves')")
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -207,7 +215,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_tile/row_groups: {t} need {layout['bytes']} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
                 "MIN_BLOCKS": t["min_blocks"], "KSPLIT": self.score_split(target), "TOKENS": t["tokens"],
-                "LOOP": t["loop"], "STAGES": t["stages"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
+                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
 
     def _check_wgmma_loop(self, target: str, t: dict) -> None:
         """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
@@ -247,6 +255,9 @@ class MLADecode(Kernel):
             return {**_regions(q=parts * tile, kv=k_tiles * tile, vt=2 * DV * 64, p=2 * 64 * 64, **decode,
                                qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
                     "stage": tile, "kv_tiles": k_tiles, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
+        if t["loop"] == "heads" and t["scores"] == "one":
+            # Q and two KV stages (P over each stage's rope slab), [tile % 2][row] rescale factors, row sums
+            return {**_regions(q=64 * D * 2, kv=2 * 64 * D * 2, alpha=2 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
         if t["loop"] == "heads":        # 128-byte-swizzled Q and KV tiles (64 rows) and P (64 x 64 bf16), [warpgroup][row] maxima, sums
             fmt = self.params["kv_format"]
             tile, raw_row, mx = 64 * D * 2, HEADS_RAW_ROW[fmt], fmt == "mxfp4"
