@@ -205,6 +205,22 @@ def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
     assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": loop}))
 
 
+@pytest.mark.parametrize("fmt,mma,stages,k_tiles", [("fp8", "fp8x2", 2, 2), ("fp8", "fp8", 3, 3), ("mxfp4", "fp8x2", 2, 1),
+                                                    ("mxfp4", "fp8", 2, 2)])
+def test_one_scoring_warpgroup_on_fp8_products_compiles(fmt, mma, stages, k_tiles):
+    """scores="one" on fp8 products: 18 MMAs 64 x 64 a Q part for S (the first tile and the
+    loop's), 2 for P V on each warpgroup, no spills, no serialized wgmma; MXFP4 keeps as many
+    decoded K tiles as fit (one beside two Q parts, two beside one) inside sm_90a's shared memory."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format=fmt, mma=mma, tuning={"scores": "one", "stages": stages}).for_heads(32, "sm_90a", 4, 8192)
+    r = k.report("sm_90a")
+    parts = 2 if mma == "fp8x2" else 1
+    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 * 2 and r["instructions"]["hmma"] == 0, r
+    assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    assert k.layout("sm_90a")["kv_tiles"] == k_tiles and r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
+    assert_wgmma_pipelined(k)
+
+
 def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
     """scores="one": 36 MMAs 64 x 64 for S (the first tile and the loop's), P V on both
     warpgroups (4 each), no spills, no serialized wgmma, P over the stages' rope slabs (no P
@@ -215,8 +231,8 @@ def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
     assert r["instructions"]["hgmma"] == 2 * 36 + 2 * 4 and r["spill_bytes"] == 0, r
     assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 * 2 + 2 * 64 * 4 + 64 * 4
     assert_wgmma_pipelined(k)
-    for fmt, mma, loop in (("fp8", "bf16", "heads"), ("bf16", "auto", "tile"), ("mxfp4", "fp8x2", "heads")):
-        with pytest.raises(portable.InputError, match="scores: 'one' is written for the heads loop of the bf16 cache"):
+    for fmt, mma, loop in (("fp8", "bf16", "heads"), ("bf16", "auto", "tile"), ("mxfp4", "bf16", "heads")):
+        with pytest.raises(portable.InputError, match="scores: 'one' is written for the heads loop of the bf16 cache and of fp8"):
             MLADecode(kv_format=fmt, mma=mma, tuning={"loop": loop, "scores": "one"}).source("sm_90a")
 
 

@@ -120,8 +120,9 @@ def test_one_scoring_warpgroup_matches_reference():
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+@pytest.mark.parametrize("scores", ["halves", "one"])
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
-def test_fp8_products_match_reference(fmt):
+def test_fp8_products_match_reference(fmt, scores):
     """mma="fp8" (Q and P rounded to e4m3, both products on the fp8 matrix path; opt-in) within
     its bars (max abs 1.5e-2: it reached 1.07e-2 at 8192 query rows on an H100; relative L2
     5e-2) on sequences of 4096 and more: 16 heads x 4 tokens, h = 128,
@@ -129,7 +130,7 @@ def test_fp8_products_match_reference(fmt):
     tiles, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    bar = {"mma": "fp8"}
+    bar = {"mma": "fp8", "scores": scores}
     run_and_compare(fmt, [4096, 8192, 5000], 4, 16, **bar)
     run_and_compare(fmt, [4097, 8192], 1, 128, **bar)
     run_and_compare(fmt, [4100, 6000, 8192], 2, 32, page_size=64, **bar)
@@ -139,14 +140,15 @@ def test_fp8_products_match_reference(fmt):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+@pytest.mark.parametrize("scores", ["halves", "one"])
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
-def test_fp8_products_with_two_q_parts_match_reference(fmt):
+def test_fp8_products_with_two_q_parts_match_reference(fmt, scores):
     """mma="fp8x2" (Q as two e4m3 parts: bf16's precision; P e4m3) within max abs 1e-2 where
     every sequence is FP8X2_PRODUCTS_FROM_KV long (what "auto" asks): causal, partial tiles,
     h = 128, paged, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    bar = {"mma": "fp8x2"}
+    bar = {"mma": "fp8x2", "scores": scores}
     run_and_compare(fmt, [1024, 1087, 0, 2049, 4100], 4, 16, **bar)
     run_and_compare(fmt, [1025, 3000], 1, 128, **bar)
     run_and_compare(fmt, [1100, 4097, 0, 2000], 2, 32, page_size=64, **bar)
@@ -154,7 +156,8 @@ def test_fp8_products_with_two_q_parts_match_reference(fmt):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-def test_fp8_products_on_mxfp4_block_scales_far_apart():
+@pytest.mark.parametrize("scores", ["halves", "one"])
+def test_fp8_products_on_mxfp4_block_scales_far_apart(scores):
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
     the rest (the decode's converter path, exact) and one 18 under (rounded in e4m3); split
@@ -172,7 +175,7 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart():
     codes[:, 3] -= 12
     codes[:, 11] -= 18
     inputs["kv_scale"] = codes.clamp(1, 254).to(torch.uint8)
-    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2")
+    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"scores": scores})
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     for batch in (inputs, {**inputs, "q": inputs["q"][:4], "qo_indptr": inputs["qo_indptr"][:2], "kv_indptr": inputs["kv_indptr"][:2]}):
         plan = mla.plan(batch["qo_indptr"], batch["kv_indptr"], 16)

@@ -140,13 +140,16 @@ __device__ __forceinline__ void NAME(float (&d)[16], unsigned long long a, unsig
                  : "l"(a), "l"(b), "r"(1) : "memory");                                                  \
 }
 WG_MMA_SS_N32(wg_mma_ss_bf16_n32, "m64n32k16.f32.bf16.bf16", "1, 1, 0, 0")
-__device__ __forceinline__ void wg_mma_ss_bf16_n64(float (&d)[32], unsigned long long a, unsigned long long b) {
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(a), "l"(b), "r"(1) : "memory");
+// d (64 x 64 fp32, 32 a thread) += A x B from shared memory; SHAPE and TAIL as WG_MMA_SS_N32's
+#define WG_MMA_SS_N64(NAME, SHAPE, TAIL)                                                                 \
+__device__ __forceinline__ void NAME(float (&d)[32], unsigned long long a, unsigned long long b) {      \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0;\n\t"                                           \
+                 "wgmma.mma_async.sync.aligned." SHAPE " "                                               \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, " TAIL "; }" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+                 : "l"(a), "l"(b), "r"(1) : "memory");                                                  \
 }
+WG_MMA_SS_N64(wg_mma_ss_bf16_n64, "m64n64k16.f32.bf16.bf16", "1, 1, 0, 0")
 __device__ __forceinline__ void wg_mma_ss_bf16_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n\t"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -175,8 +178,9 @@ WG_MMA_SS_N256(wg_mma_ss_bf16_n256_mn, "m64n256k16.f32.bf16.bf16", "1, 1, 0, 1")
 __device__ __forceinline__ unsigned long long wg_desc_sw64(unsigned addr) {
     return wg_desc(addr, 16, 512) | (2ull << 62);
 }
-// d (64 x 32 fp32) += A (64 x 32 e4m3) x B (32 x 32 e4m3); d (64 x 256) += A (64 x 32) x B (32 x 256)
+// d (64 x N fp32) += A (64 x 32 e4m3) x B (32 x N e4m3), N = 32, 64, 256
 WG_MMA_SS_N32(wg_mma_ss_e4m3_n32, "m64n32k32.f32.e4m3.e4m3", "1, 1")
+WG_MMA_SS_N64(wg_mma_ss_e4m3_n64, "m64n64k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N256(wg_mma_ss_e4m3_n256, "m64n256k32.f32.e4m3.e4m3", "1, 1")
 // Two fp32 -> two OCP e4m3fn bytes (lo in bits 0-7), round to nearest even, saturated to +-448.
 __device__ __forceinline__ unsigned f32x2_to_e4m3x2(float lo, float hi) {

@@ -109,9 +109,10 @@ class MLADecode(Kernel):
         # at which row count: tuning.toml
         "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
-        # the heads loop on bf16 products of the bf16 cache: "halves" (each warpgroup scores
-        # half the tile's columns, mla_decode_heads.j2) or "one" (warpgroup 0 scores all of
-        # them while warpgroup 1 copies, both multiply P V; mla_decode_heads_one.j2)
+        # the heads loop of the bf16 cache on bf16 products and of fp8 products: "halves" (each
+        # warpgroup scores half the tile's columns) or "one" (warpgroup 0 scores all of them
+        # while warpgroup 1 copies, decodes and transposes; both multiply P V;
+        # mla_decode_heads_one.j2, mla_decode_heads_fp8_one.j2)
         "scores": Choice(("", "halves", "one"), ""),
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
@@ -200,8 +201,8 @@ class MLADecode(Kernel):
         if mma in FP8_PRODUCTS and (self.params["kv_format"] not in FP8_PRODUCTS_FORMATS or t["loop"] != "heads"):
             raise InputError(f"mma: {mma!r} runs the fp8 and MXFP4 caches on the heads loop of warpgroup-MMA targets; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r} on {target} (use mma='bf16' or 'auto')")
-        if t["scores"] == "one" and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
-            raise InputError(f"scores: 'one' is written for the heads loop of the bf16 cache on bf16 products; got kv_format "
+        if t["scores"] == "one" and (t["loop"] != "heads" or (self.params["kv_format"] != "bf16" and mma not in FP8_PRODUCTS)):
+            raise InputError(f"scores: 'one' is written for the heads loop of the bf16 cache and of fp8 products; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (use 'halves')")
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
@@ -241,6 +242,23 @@ class MLADecode(Kernel):
         """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
+        if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and t["scores"] == "one":
+            # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: one or two
+            # decoded tiles, as many as fit, beside the ring of raw stages, their scale windows and
+            # where each row's scales start, [tile % 2] row factors, exponents, [tile % 2][8-row
+            # group] largest exponents), two V^T (512 x 64) and two P (64 x 64), Q's row scales,
+            # [tile % 2][row] rescale factors, row sums (and O's unit)
+            tile, raw_row, parts = 64 * D, HEADS_RAW_ROW["mxfp4"], 2 if self.params["mma"] == "fp8x2" else 1
+            mx, ring = self.params["kv_format"] == "mxfp4", t["stages"]
+            decode = dict(raw=ring * 64 * raw_row, sc=ring * 64 * SCALE_WINDOW, soff=ring * 64,
+                          kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
+            rest = dict(vt=2 * DV * 64, p=2 * 64 * 64, **decode, qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4)
+            k_tiles = ring
+            if mx:
+                room = get_target(target).smem_per_block - _regions(q=parts * tile, **rest)["bytes"]
+                k_tiles = max(1, min(2, room // tile))
+            return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest),
+                    "stage": tile, "kv_tiles": k_tiles, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
             # e4m3 Q (one or two parts), the KV tiles (fp8: a ring of them; MXFP4: the one tile
             # decoded from a ring of raw stages, their scale windows and where each row's scales
