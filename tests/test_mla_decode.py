@@ -126,7 +126,9 @@ def test_heads_loop_for_bf16_from_16_rows():
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
     assert MLADecode(kv_format="mxfp4", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
-    assert big.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
+    assert big.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 2 * 64 * 4 + 64 * 4           # scores="one"
+    halves = MLADecode(kv_format="bf16", tuning={"scores": "halves"}).for_heads(128, "sm_90a")
+    assert halves.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
     with pytest.raises(portable.InputError, match="written for kv_format 'fp8' and 'mxfp4'"):
         portable.load("mla_decode", kv_format="bf16", tuning={"loop": "fragments"}).source("sm_90a")
     with pytest.raises(portable.InputError, match="sm_100a lacks"):
@@ -136,7 +138,8 @@ def test_heads_loop_for_bf16_from_16_rows():
 @pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp4"])
 def test_heads_loop_compiles_to_warpgroup_mma_without_spills(fmt):
     toolchain_or_skip(nvrtc.available())
-    r = MLADecode(kv_format=fmt, mma="bf16", tuning={"loop": "heads"}).for_heads(128, "sm_90a").report("sm_90a")
+    knobs = {"loop": "heads", "scores": "halves"} if fmt == "bf16" else {"loop": "heads"}   # ("one": its own test)
+    r = MLADecode(kv_format=fmt, mma="bf16", tuning=knobs).for_heads(128, "sm_90a").report("sm_90a")
     assert r["instructions"]["hgmma"] == 40 and r["instructions"]["hmma"] == 0, r    # 36 for S, 4 for P V
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
@@ -205,51 +208,38 @@ def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
     assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": loop}))
 
 
-@pytest.mark.parametrize("fmt,mma,stages,k_tiles", [("fp8", "fp8x2", 2, 2), ("fp8", "fp8", 3, 3), ("mxfp4", "fp8x2", 2, 1),
-                                                    ("mxfp4", "fp8", 2, 2)])
-def test_one_scoring_warpgroup_on_fp8_products_compiles(fmt, mma, stages, k_tiles):
-    """scores="one" on fp8 products: 18 MMAs 64 x 64 a Q part for S (the first tile and the
-    loop's), 2 for P V on each warpgroup, no spills, no serialized wgmma; MXFP4 keeps as many
-    decoded K tiles as fit (one beside two Q parts, two beside one) inside sm_90a's shared memory."""
-    toolchain_or_skip(nvrtc.available())
-    k = MLADecode(kv_format=fmt, mma=mma, tuning={"scores": "one", "stages": stages}).for_heads(32, "sm_90a", 4, 8192)
-    r = k.report("sm_90a")
-    parts = 2 if mma == "fp8x2" else 1
-    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 * 2 and r["instructions"]["hmma"] == 0, r
-    assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
-    assert k.layout("sm_90a")["kv_tiles"] == k_tiles and r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
-    assert_wgmma_pipelined(k)
-
-
 def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
-    """scores="one": 36 MMAs 64 x 64 for S (the first tile and the loop's), P V on both
-    warpgroups (4 each), no spills, no serialized wgmma, P over the stages' rope slabs (no P
-    region); refused before any launch off the bf16 cache's heads loop on bf16 products."""
+    """scores="one" (the bf16 cache's default on the heads loop): 36 MMAs 64 x 64 for S (the
+    first tile and the loop's), P V on both warpgroups (4 each), no spills, no serialized wgmma,
+    P over the stages' rope slabs (no P region); the knob refused before any launch off the bf16
+    cache's heads loop on bf16 products."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "scores": "one"}).for_heads(32, "sm_90a", 4, 8192)
     r = k.report("sm_90a")
     assert r["instructions"]["hgmma"] == 2 * 36 + 2 * 4 and r["spill_bytes"] == 0, r
     assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 * 2 + 2 * 64 * 4 + 64 * 4
     assert_wgmma_pipelined(k)
-    for fmt, mma, loop in (("fp8", "bf16", "heads"), ("bf16", "auto", "tile"), ("mxfp4", "bf16", "heads")):
-        with pytest.raises(portable.InputError, match="scores: 'one' is written for the heads loop of the bf16 cache and of fp8"):
+    assert MLADecode(kv_format="bf16").for_heads(32, "sm_90a", 4, 8192).tiles("sm_90a")["scores"] == "one"
+    for fmt, mma, loop in (("fp8", "bf16", "heads"), ("bf16", "auto", "tile"), ("mxfp4", "fp8x2", "heads")):
+        with pytest.raises(portable.InputError, match="scores: a knob of the bf16 cache's heads loop on bf16 products"):
             MLADecode(kv_format=fmt, mma=mma, tuning={"loop": loop, "scores": "one"}).source("sm_90a")
 
 
 @pytest.mark.parametrize("mma,stages", [("fp8", 2), ("fp8", 3), ("fp8x2", 2)])
 def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
-    """mma="fp8": 18 e4m3 MMAs for S (twice: the pipeline's first tile and the loop; "fp8x2":
-    36, Q's two parts) and 2 for P V, no bf16 MMA, no spills, inside sm_90a's shared memory;
-    the layout the test knows."""
+    """mma="fp8": 18 e4m3 MMAs 64 x 64 for S on the scoring warpgroup (twice: the pipeline's
+    first tile and the loop; "fp8x2": 36, Q's two parts) and 2 for P V on each warpgroup, no bf16
+    MMA, no spills, no serialized wgmma, inside sm_90a's shared memory; the layout the test knows."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="fp8", mma=mma, tuning={"stages": stages}).for_heads(32, "sm_90a", 4, 8192)
     assert k.tiles("sm_90a")["loop"] == "heads" and k.params["mma"] == mma
     r = k.report("sm_90a")
     parts = 2 if mma == "fp8x2" else 1
-    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 and r["instructions"]["hmma"] == 0, r
+    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 * 2 and r["instructions"]["hmma"] == 0, r
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
-    assert k.dynamic_smem("sm_90a") == (parts + stages) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + 64 * 4 + 2 * 2 * 64 * 4
+    assert k.dynamic_smem("sm_90a") == (parts + stages) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + 64 * 4 + 2 * 64 * 4 + 65 * 4
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
+    assert_wgmma_pipelined(k)
 
 
 @pytest.mark.parametrize("fmt,mma,stages", [("fp8", "fp8", 2), ("fp8", "fp8", 3), ("fp8", "fp8x2", 2),
@@ -262,28 +252,29 @@ def test_fp8_products_layout_keeps_its_alignments(fmt, mma, stages):
     lay = k.layout("sm_90a")
     for name in ("q", "kv", "vt", "p"):
         assert lay[name] % 512 == 0, (name, lay)
-    for name, align in (("raw", 16), ("sc", 4), ("wm", 16), ("kf", 8), ("ke", 8), ("qs", 4), ("max", 4), ("l", 4)):
+    for name, align in (("raw", 16), ("sc", 4), ("wm", 16), ("kf", 8), ("ke", 8), ("qs", 4), ("alpha", 4), ("l", 4)):
         if name in lay:
             assert lay[name] % align == 0, (name, lay)
 
 
 @pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
 def test_fp8_products_on_mxfp4_compile(mma):
-    """MXFP4 on fp8 products: the same MMAs as the fp8 cache, no spills; two raw stages (rows
-    padded to 320 bytes, 20-byte scale windows) and two decoded K tiles beside one Q part, or
-    one beside two, fit sm_90a's shared memory; a third stage does not, and says so before
-    any launch."""
+    """MXFP4 on fp8 products: the same MMAs as the fp8 cache, no spills, no serialized wgmma;
+    two raw stages (rows padded to 320 bytes, 20-byte scale windows) and as many decoded K tiles
+    as fit (two beside one Q part, one beside two) in sm_90a's shared memory; a third stage does
+    not, and says so before any launch."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="mxfp4", mma=mma)
     r = k.report("sm_90a")
     parts = 2 if mma == "fp8x2" else 1
     assert k.tiles("sm_90a")["loop"] == "heads"
-    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 and r["instructions"]["hmma"] == 0, r
+    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 * 2 and r["instructions"]["hmma"] == 0, r
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
     raw = 2 * 64 * (320 + 20 + 1)
     assert k.layout("sm_90a")["kv_tiles"] == 3 - parts
-    assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + raw + 2 * 64 * 8 + 2 * 8 * 4 + 64 * 4 + 2 * 2 * 64 * 4
+    assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + raw + 2 * 64 * 8 + 2 * 8 * 4 + 64 * 4 + 2 * 64 * 4 + 65 * 4
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
+    assert_wgmma_pipelined(k)
     with pytest.raises(portable.InputError, match="shared memory"):
         MLADecode(kv_format="mxfp4", mma="fp8x2", tuning={"stages": 3}).source("sm_90a")
 
@@ -295,7 +286,7 @@ def test_fp8_products_compile_as_a_user_asks_for_them():
     for mma in ("fp8", "fp8x2"):
         k = portable.load("mla_decode", kv_format="fp8", mma=mma)
         assert k.tiles("sm_90a")["loop"] == "heads"
-        assert k.report("sm_90a")["instructions"]["hgmma"] == (74 if mma == "fp8x2" else 38)
+        assert k.report("sm_90a")["instructions"]["hgmma"] == (76 if mma == "fp8x2" else 40)
 
 
 def test_fp8_products_refused_where_they_do_not_run():
@@ -310,7 +301,8 @@ def test_fp8_products_refused_where_they_do_not_run():
 
 
 def test_auto_picks_fp8_products_from_rows_and_length():
-    """"auto" takes fp8 products with two Q parts only (one part is opt-in: about the bar)."""
+    """"auto" takes fp8 products with two Q parts only (one part is opt-in: about the bar), for
+    the fp8 cache and, outside small batches, for MXFP4."""
     k = MLADecode(kv_format="fp8")
     assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8x2"     # 128 rows, long
     assert k.for_heads(16, "sm_90a", 2, 4096).params["mma"] == "fp8x2"     # 32 rows
@@ -329,7 +321,12 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert k.for_heads(128, "sm_100a", 1, 8192) is k                       # no fp8 products there
     assert MLADecode(kv_format="fp8", mma="bf16").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "bf16"
     assert MLADecode(kv_format="fp8", mma="fp8").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"
-    assert MLADecode(kv_format="mxfp4").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "auto"
+    mx = MLADecode(kv_format="mxfp4")
+    assert mx.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8x2"      # MXFP4 too, from 32 rows ...
+    assert mx.for_heads(32, "sm_90a", 1, 8192).params["mma"] == "fp8x2"
+    assert mx.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "twin"
+    assert mx.for_heads(32, "sm_90a", 4, 8192, batch=4).params["mma"] == "auto"   # ... but not in a small batch
+    assert mx.for_heads(32, "sm_90a", 4, 1023).params["mma"] == "auto"
     two = MLADecode(kv_format="fp8", mma="fp8x2").for_heads(32, "sm_90a", 4, 8192)
     assert two.layout("sm_90a")["kv"] == 2 * 64 * 576                    # Q's two parts first
 

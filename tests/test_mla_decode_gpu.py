@@ -104,25 +104,25 @@ def test_heads_loop_matches_reference(fmt):
 
 
 def test_one_scoring_warpgroup_matches_reference():
-    """scores="one" (warpgroup 0 scores whole tiles, warpgroup 1 copies, both multiply P V;
-    named barriers between them): the heads loop's cases, a sequence of one tile and one split
-    into chunks."""
+    """The bf16 cache's heads loop both ways: scores="one" (the default: warpgroup 0 scores
+    whole tiles, warpgroup 1 copies, both multiply P V; named barriers between them) and
+    "halves": the heads loop's cases, a sequence of one tile and one split into chunks."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    knobs = {"loop": "heads", "scores": "one"}
-    run_and_compare("bf16", RAGGED, 1, 128, **knobs)
-    run_and_compare("bf16", RAGGED, 4, 16, **knobs)
-    run_and_compare("bf16", RAGGED, 3, 16, **knobs)
-    run_and_compare("bf16", [65, 4097, 1, 0, 300], 2, 32, page_size=64, **knobs)
-    run_and_compare("bf16", [8192], 4, 32, **knobs)
-    run_and_compare("bf16", [40, 64, 128], 1, 64, **knobs)
-    out, lse = run_and_compare("bf16", [0, 0, 5], 1, 64, **knobs)
-    assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
+    for scores in ("one", "halves"):
+        knobs = {"loop": "heads", "scores": scores}
+        run_and_compare("bf16", RAGGED, 1, 128, **knobs)
+        run_and_compare("bf16", RAGGED, 4, 16, **knobs)
+        run_and_compare("bf16", RAGGED, 3, 16, **knobs)
+        run_and_compare("bf16", [65, 4097, 1, 0, 300], 2, 32, page_size=64, **knobs)
+        run_and_compare("bf16", [8192], 4, 32, **knobs)
+        run_and_compare("bf16", [40, 64, 128], 1, 64, **knobs)
+        out, lse = run_and_compare("bf16", [0, 0, 5], 1, 64, **knobs)
+        assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-@pytest.mark.parametrize("scores", ["halves", "one"])
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
-def test_fp8_products_match_reference(fmt, scores):
+def test_fp8_products_match_reference(fmt):
     """mma="fp8" (Q and P rounded to e4m3, both products on the fp8 matrix path; opt-in) within
     its bars (max abs 1.5e-2: it reached 1.07e-2 at 8192 query rows on an H100; relative L2
     5e-2) on sequences of 4096 and more: 16 heads x 4 tokens, h = 128,
@@ -130,7 +130,7 @@ def test_fp8_products_match_reference(fmt, scores):
     tiles, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    bar = {"mma": "fp8", "scores": scores}
+    bar = {"mma": "fp8"}
     run_and_compare(fmt, [4096, 8192, 5000], 4, 16, **bar)
     run_and_compare(fmt, [4097, 8192], 1, 128, **bar)
     run_and_compare(fmt, [4100, 6000, 8192], 2, 32, page_size=64, **bar)
@@ -140,15 +140,14 @@ def test_fp8_products_match_reference(fmt, scores):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-@pytest.mark.parametrize("scores", ["halves", "one"])
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
-def test_fp8_products_with_two_q_parts_match_reference(fmt, scores):
+def test_fp8_products_with_two_q_parts_match_reference(fmt):
     """mma="fp8x2" (Q as two e4m3 parts: bf16's precision; P e4m3) within max abs 1e-2 where
     every sequence is FP8X2_PRODUCTS_FROM_KV long (what "auto" asks): causal, partial tiles,
     h = 128, paged, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    bar = {"mma": "fp8x2", "scores": scores}
+    bar = {"mma": "fp8x2"}
     run_and_compare(fmt, [1024, 1087, 0, 2049, 4100], 4, 16, **bar)
     run_and_compare(fmt, [1025, 3000], 1, 128, **bar)
     run_and_compare(fmt, [1100, 4097, 0, 2000], 2, 32, page_size=64, **bar)
@@ -156,8 +155,7 @@ def test_fp8_products_with_two_q_parts_match_reference(fmt, scores):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-@pytest.mark.parametrize("scores", ["halves", "one"])
-def test_fp8_products_on_mxfp4_block_scales_far_apart(scores):
+def test_fp8_products_on_mxfp4_block_scales_far_apart():
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
     the rest (the decode's converter path, exact) and one 18 under (rounded in e4m3); split
@@ -175,7 +173,7 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart(scores):
     codes[:, 3] -= 12
     codes[:, 11] -= 18
     inputs["kv_scale"] = codes.clamp(1, 254).to(torch.uint8)
-    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"scores": scores})
+    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2")
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     for batch in (inputs, {**inputs, "q": inputs["q"][:4], "qo_indptr": inputs["qo_indptr"][:2], "kv_indptr": inputs["kv_indptr"][:2]}):
         plan = mla.plan(batch["qo_indptr"], batch["kv_indptr"], 16)
@@ -185,17 +183,20 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart(scores):
         assert ok, (plan.chunks, detail)
 
 
-def test_auto_takes_fp8_products_only_on_long_sequences():
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
+def test_auto_takes_fp8_products_only_on_long_sequences(fmt):
     """mma="auto" on the fp8 cache: fp8 products with Q in two e4m3 parts from 32 query rows a
     sequence (16 in a small batch of sequences of 4096 and more) where every sequence is
     FP8X2_PRODUCTS_FROM_KV long; shorter sequences, 16 rows and small batches of shorter
-    sequences stay on bf16 products; each within max abs 1e-2 and its relative L2 bar."""
+    sequences stay on bf16 products; MXFP4 the same but for small batches; each within max abs
+    1e-2 and its relative L2 bar."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    mla = portable.load("mla_decode", kv_format="fp8")
-    for lens, q_len, h, want in (([4096, 8192], 4, 16, "fp8x2"), ([4096, 8192], 2, 16, "fp8x2"), ([1024, 2000] * 4, 4, 32, "fp8x2"), ([1024, 2000], 4, 32, "auto"),
-                                 (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, "auto"), ([8192, 4096], 1, 16, "fp8x2")):
-        inputs = make_mla_inputs(lens, q_len, h, "fp8", seed=1, device="cuda")
+    mla = portable.load("mla_decode", kv_format=fmt)
+    small = "fp8x2" if fmt == "fp8" else "auto"
+    for lens, q_len, h, want in (([4096, 8192], 4, 16, small), ([4096, 8192], 2, 16, small), ([1024, 2000] * 4, 4, 32, "fp8x2"), ([1024, 2000], 4, 32, "auto"),
+                                 (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, "auto"), ([8192, 4096], 1, 16, small), ([4096] * 8, 1, 32, "fp8x2")):
+        inputs = make_mla_inputs(lens, q_len, h, fmt, seed=1, device="cuda")
         plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
         assert mla.for_plan(plan).params["mma"] == want, (lens, q_len, h)
         out, lse = mla(**inputs, plan=plan, return_lse=True)

@@ -27,7 +27,8 @@ def row_of(n: int) -> int:              # dim n's row in V^T
 
 
 def transpose_reads(t: int):
-    """Thread t's eight 16-byte reads of the K tile: (byte address, KV row, first dim)."""
+    """Transposing lane t's eight 16-byte reads of the K tile: (byte address, KV row, first
+    dim). The copying warpgroup's thread t % 128 is lane t in its pass t // 128 (dims 256 further)."""
     kg, dc = t & 7, t >> 3
     base = (dc >> 2) * SLAB + kg * 64 + (((dc & 3) ^ (kg >> 1)) << 4)
     return [(base + m * ATOM, kg + 8 * m, 16 * dc) for m in range(8)]
@@ -85,11 +86,11 @@ def test_the_output_undoes_the_dim_permutation():
         assert row_of(dim) == col
 
 
-def test_p_words_hold_four_consecutive_slots():
-    # lane (wg, c) column 32 wg + 8 j + 2 c + i: slots 8 (2c + i) + 4 wg + j, j = 0..3 one word
-    for wg, c, i in itertools.product(range(2), range(4), range(2)):
-        slots = [slot_of(32 * wg + 8 * j + 2 * c + i) for j in range(4)]
-        assert slots == list(range(slots[0], slots[0] + 4)) and slots[0] % 4 == 0
+def test_p_stores_hold_eight_consecutive_slots():
+    # the scoring lane c's columns 8 j + 2 c + i: slots 8 (2c + i) + j, j = 0..7 one 8-byte store
+    for c, i in itertools.product(range(4), range(2)):
+        slots = [slot_of(8 * j + 2 * c + i) for j in range(8)]
+        assert slots == list(range(slots[0], slots[0] + 8)) and slots[0] == 8 * (2 * c + i)
 
 
 def test_a_warps_transpose_reads_and_writes_take_the_fewest_wavefronts():
@@ -114,8 +115,9 @@ E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
 def decode_stores(t: int):
-    """Thread t's two 16-byte stores of block j = t % 4 + 4i into the K tile: (address, KV row,
-    first dim); lanes t % 4 >= 2 store the block's second half first."""
+    """Decoding lane t's two 16-byte stores of block j = t % 4 + 4i into the K tile: (address,
+    KV row, first dim); lanes t % 4 >= 2 store the block's second half first. The copying
+    warpgroup's thread t % 128 is lane t in its row half t // 128 (rows 32 further)."""
     r, k = t >> 2, t & 3
     swap = k >> 1
     out = []

@@ -109,10 +109,10 @@ class MLADecode(Kernel):
         # at which row count: tuning.toml
         "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
         "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
-        # the heads loop of the bf16 cache on bf16 products and of fp8 products: "halves" (each
-        # warpgroup scores half the tile's columns) or "one" (warpgroup 0 scores all of them
-        # while warpgroup 1 copies, decodes and transposes; both multiply P V;
-        # mla_decode_heads_one.j2, mla_decode_heads_fp8_one.j2)
+        # the bf16 cache's heads loop: "halves" (each warpgroup scores half the tile's columns,
+        # mla_decode_heads.j2) or "one" (warpgroup 0 scores all of them while warpgroup 1
+        # copies, both multiply P V; mla_decode_heads_one.j2). (The fp8 products' loop always
+        # scores on one warpgroup.)
         "scores": Choice(("", "halves", "one"), ""),
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
@@ -142,6 +142,8 @@ class MLADecode(Kernel):
         for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores"):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
+        if t["loop"] != "heads" or self.params["kv_format"] != "bf16" or self.params["mma"] in FP8_PRODUCTS:
+            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop only)
         return t
 
     def for_heads(self, heads: int, target: str, q_max: int = 1, kv_min: int = 0, batch: int = 1 << 30) -> "MLADecode":
@@ -149,10 +151,11 @@ class MLADecode(Kernel):
         [.heads] tiling from its `from_rows` rows for this format, or else, where the format's
         own loop is the tile loop, its [.wide] one when they fill that tiling's row groups (16
         rows a group: heads of one token, or one head group of consecutive tokens; each group a
-        block holds re-reads no KV). An explicit loop or tiling wins. mma="auto" turns to fp8
-        products with two e4m3 Q parts ("fp8x2") from the [.heads_fp8] table's `from_rows` where
-        the shortest sequence (kv_min) is FP8X2_PRODUCTS_FROM_KV long, and from 16 rows where
-        it is `below_batch_kv` long in a batch of fewer than `below_batch` sequences; in such a
+        block holds re-reads no KV). An explicit loop or tiling wins. mma="auto" turns the fp8
+        and MXFP4 caches to fp8 products with two e4m3 Q parts ("fp8x2") from the [.heads_fp8]
+        table's `from_rows` where the shortest sequence (kv_min) is FP8X2_PRODUCTS_FROM_KV long,
+        and the fp8 cache from 16 rows where it is `below_batch_kv` long in a batch of fewer
+        than `below_batch` sequences (MXFP4 keeps its bf16 products there); in such a
         batch of shorter sequences every format takes the heads loop from 16 rows, on bf16
         products (its KV split into chunks of a tile or two)."""
         table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
@@ -162,10 +165,10 @@ class MLADecode(Kernel):
         small = fp8 is not None and batch < fp8["below_batch"]
         short = small and kv_min < fp8["below_batch_kv"]      # a small batch of short sequences
         least = 16 if small else fp8["from_rows"] if fp8 else None
-        # (MXFP4 stays on bf16 products: with two Q parts its decode sits on the fp8 loop's
-        # critical path, slower than its bf16 products' loop; bench/NOTES.md, issue 40)
-        if (fmt == "fp8" and params["mma"] == "auto" and fp8 and loop in ("", "heads") and not short and rows >= least
-                and kv_min >= FP8X2_PRODUCTS_FROM_KV):
+        # (MXFP4 only outside small batches: there its decode, on the copying warpgroup, made
+        # fp8x2 no faster than its bf16 products' loop; bench/NOTES.md, issue 40)
+        if (params["mma"] == "auto" and fp8 and loop in ("", "heads") and not short and rows >= least
+                and kv_min >= FP8X2_PRODUCTS_FROM_KV and (fmt == "fp8" or (fmt == "mxfp4" and not small))):
             params["mma"], loop = "fp8x2", "heads"
         elif params["mma"] in FP8_PRODUCTS and loop == "":
             loop = "heads"
@@ -178,7 +181,9 @@ class MLADecode(Kernel):
         fits = [t for t, least in options if loop == "heads" or (least is not None and rows >= least)]
         if not fits:
             return self
-        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING}, "loop": loop or fits[0].get("loop", "")}
+        # (the table's own choices, "scores", stay the table's: tiles() reads them, a knob given wins)
+        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k != "scores"},
+                 "loop": loop or fits[0].get("loop", "")}
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
                           if knobs["row_groups"] % d == 0 and heads % (16 * d) == 0)
         knobs["tokens"] = knobs["row_groups"] // head_groups
@@ -201,9 +206,9 @@ class MLADecode(Kernel):
         if mma in FP8_PRODUCTS and (self.params["kv_format"] not in FP8_PRODUCTS_FORMATS or t["loop"] != "heads"):
             raise InputError(f"mma: {mma!r} runs the fp8 and MXFP4 caches on the heads loop of warpgroup-MMA targets; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r} on {target} (use mma='bf16' or 'auto')")
-        if t["scores"] == "one" and (t["loop"] != "heads" or (self.params["kv_format"] != "bf16" and mma not in FP8_PRODUCTS)):
-            raise InputError(f"scores: 'one' is written for the heads loop of the bf16 cache and of fp8 products; got kv_format "
-                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (use 'halves')")
+        if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
+            raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
+                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -242,7 +247,7 @@ class MLADecode(Kernel):
         """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
-        if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and t["scores"] == "one":
+        if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
             # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: one or two
             # decoded tiles, as many as fit, beside the ring of raw stages, their scale windows and
             # where each row's scales start, [tile % 2] row factors, exponents, [tile % 2][8-row
@@ -258,20 +263,6 @@ class MLADecode(Kernel):
                 room = get_target(target).smem_per_block - _regions(q=parts * tile, **rest)["bytes"]
                 k_tiles = max(1, min(2, room // tile))
             return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest),
-                    "stage": tile, "kv_tiles": k_tiles, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
-        if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
-            # e4m3 Q (one or two parts), the KV tiles (fp8: a ring of them; MXFP4: the one tile
-            # decoded from a ring of raw stages, their scale windows and where each row's scales
-            # start, and [tile % 2] row factors, row exponents, [tile % 2][warp] largest
-            # exponents), two V^T (512 x 64) and P (64 x 64), Q's row scales, [warpgroup][row]
-            # maxima and sums
-            tile, raw_row, parts = 64 * D, HEADS_RAW_ROW["mxfp4"], 2 if self.params["mma"] == "fp8x2" else 1
-            mx, ring = self.params["kv_format"] == "mxfp4", t["stages"]
-            k_tiles = 3 - parts if mx else ring        # MXFP4: decoded K tiles (two fit beside one Q part)
-            decode = dict(raw=ring * 64 * raw_row, sc=ring * 64 * SCALE_WINDOW, soff=ring * 64,
-                          kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
-            return {**_regions(q=parts * tile, kv=k_tiles * tile, vt=2 * DV * 64, p=2 * 64 * 64, **decode,
-                               qs=64 * 4, max=2 * 64 * 4, l=2 * 64 * 4),
                     "stage": tile, "kv_tiles": k_tiles, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads" and t["scores"] == "one":
             # Q and two KV stages (P over each stage's rope slab), [tile % 2][row] rescale factors, row sums
