@@ -260,8 +260,8 @@ def test_fp8_products_layout_keeps_its_alignments(fmt, mma, stages):
 @pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
 def test_fp8_products_on_mxfp4_compile(mma):
     """MXFP4 on fp8 products: the same MMAs as the fp8 cache, no spills, no serialized wgmma;
-    two raw stages (rows padded to 320 bytes, 20-byte scale windows) and as many decoded K tiles
-    as fit (two beside one Q part, one beside two) in sm_90a's shared memory; a third stage does
+    two raw stages (rows padded to 320 bytes, 20-byte scale windows) and two decoded K tiles fit
+    sm_90a's shared memory (beside two Q parts with one V^T and P buffer); a third stage does
     not, and says so before any launch."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="mxfp4", mma=mma)
@@ -270,9 +270,9 @@ def test_fp8_products_on_mxfp4_compile(mma):
     assert k.tiles("sm_90a")["loop"] == "heads"
     assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 * 2 and r["instructions"]["hmma"] == 0, r
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
-    raw = 2 * 64 * (320 + 20 + 1)
-    assert k.layout("sm_90a")["kv_tiles"] == 3 - parts
-    assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + raw + 2 * 64 * 8 + 2 * 8 * 4 + 64 * 4 + 2 * 64 * 4 + 65 * 4
+    raw, v = 2 * 64 * (320 + 20 + 1), 3 - parts
+    assert k.layout("sm_90a")["kv_tiles"] == 2 and k.layout("sm_90a")["v_bufs"] == v
+    assert k.dynamic_smem("sm_90a") == (parts + 2) * 64 * 576 + v * (512 * 64 + 64 * 64) + raw + 2 * 64 * 8 + 2 * 8 * 4 + 64 * 4 + 2 * 64 * 4 + 65 * 4
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
     assert_wgmma_pipelined(k)
     with pytest.raises(portable.InputError, match="shared memory"):

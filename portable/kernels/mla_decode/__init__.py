@@ -248,22 +248,22 @@ class MLADecode(Kernel):
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
-            # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: one or two
-            # decoded tiles, as many as fit, beside the ring of raw stages, their scale windows and
-            # where each row's scales start, [tile % 2] row factors, exponents, [tile % 2][8-row
-            # group] largest exponents), two V^T (512 x 64) and two P (64 x 64), Q's row scales,
-            # [tile % 2][row] rescale factors, row sums (and O's unit)
+            # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: two decoded
+            # tiles beside the ring of raw stages, their scale windows and where each row's
+            # scales start, [tile % 2] row factors, exponents, [tile % 2][8-row group] largest
+            # exponents), V^T (512 x 64) and P (64 x 64): two of each, one where MXFP4's second K
+            # tile needs the room; Q's row scales, [tile % 2][row] rescale factors, row sums (and
+            # O's unit)
             tile, raw_row, parts = 64 * D, HEADS_RAW_ROW["mxfp4"], 2 if self.params["mma"] == "fp8x2" else 1
             mx, ring = self.params["kv_format"] == "mxfp4", t["stages"]
             decode = dict(raw=ring * 64 * raw_row, sc=ring * 64 * SCALE_WINDOW, soff=ring * 64,
                           kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
-            rest = dict(vt=2 * DV * 64, p=2 * 64 * 64, **decode, qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4)
-            k_tiles = ring
-            if mx:
-                room = get_target(target).smem_per_block - _regions(q=parts * tile, **rest)["bytes"]
-                k_tiles = max(1, min(2, room // tile))
-            return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest),
-                    "stage": tile, "kv_tiles": k_tiles, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
+            k_tiles, v_bufs = (2, 2) if mx else (ring, 2)
+            rest = lambda v: dict(vt=v * DV * 64, p=v * 64 * 64, **decode, qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4)
+            if mx and _regions(q=parts * tile, kv=k_tiles * tile, **rest(2))["bytes"] > get_target(target).smem_per_block:
+                v_bufs = 1
+            return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest(v_bufs)), "stage": tile, "kv_tiles": k_tiles,
+                    "v_bufs": v_bufs, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads" and t["scores"] == "one":
             # Q and two KV stages (P over each stage's rope slab), [tile % 2][row] rescale factors, row sums
             return {**_regions(q=64 * D * 2, kv=2 * 64 * D * 2, alpha=2 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
