@@ -302,7 +302,7 @@ def test_fp8_products_refused_where_they_do_not_run():
 
 def test_auto_picks_fp8_products_from_rows_and_length():
     """"auto" takes fp8 products with two Q parts only (one part is opt-in: about the bar), for
-    the fp8 cache and, outside small batches, for MXFP4."""
+    the fp8 cache and, from 32 rows, for MXFP4."""
     k = MLADecode(kv_format="fp8")
     assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8x2"     # 128 rows, long
     assert k.for_heads(16, "sm_90a", 2, 4096).params["mma"] == "fp8x2"     # 32 rows
@@ -325,7 +325,9 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert mx.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8x2"      # MXFP4 too, from 32 rows ...
     assert mx.for_heads(32, "sm_90a", 1, 8192).params["mma"] == "fp8x2"
     assert mx.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "twin"
-    assert mx.for_heads(32, "sm_90a", 4, 8192, batch=4).params["mma"] == "auto"   # ... but not in a small batch
+    assert mx.for_heads(32, "sm_90a", 4, 8192, batch=4).params["mma"] == "fp8x2"   # ... in a small batch too
+    assert mx.for_heads(16, "sm_90a", 1, 8192, batch=4).params["mma"] == "auto"    # (16 rows: the twin loop)
+    assert mx.for_heads(32, "sm_90a", 4, 2048, batch=4).params["mma"] == "auto"    # (short, small: bf16 products)
     assert mx.for_heads(32, "sm_90a", 4, 1023).params["mma"] == "auto"
     two = MLADecode(kv_format="fp8", mma="fp8x2").for_heads(32, "sm_90a", 4, 8192)
     assert two.layout("sm_90a")["kv"] == 2 * 64 * 576                    # Q's two parts first

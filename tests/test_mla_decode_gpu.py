@@ -188,14 +188,15 @@ def test_auto_takes_fp8_products_only_on_long_sequences(fmt):
     """mma="auto" on the fp8 cache: fp8 products with Q in two e4m3 parts from 32 query rows a
     sequence (16 in a small batch of sequences of 4096 and more) where every sequence is
     FP8X2_PRODUCTS_FROM_KV long; shorter sequences, 16 rows and small batches of shorter
-    sequences stay on bf16 products; MXFP4 the same but for small batches; each within max abs
-    1e-2 and its relative L2 bar."""
+    sequences stay on bf16 products; MXFP4 the same from 32 rows in small batches too; each
+    within max abs 1e-2 and its relative L2 bar."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     mla = portable.load("mla_decode", kv_format=fmt)
-    small = "fp8x2" if fmt == "fp8" else "auto"
-    for lens, q_len, h, want in (([4096, 8192], 4, 16, small), ([4096, 8192], 2, 16, small), ([1024, 2000] * 4, 4, 32, "fp8x2"), ([1024, 2000], 4, 32, "auto"),
-                                 (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, "auto"), ([8192, 4096], 1, 16, small), ([4096] * 8, 1, 32, "fp8x2")):
+    small16 = "fp8x2" if fmt == "fp8" else "auto"          # (16 rows in a small batch: MXFP4's twin loop)
+    for lens, q_len, h, want in (([4096, 8192], 4, 16, "fp8x2"), ([4096, 8192], 2, 16, "fp8x2"), ([1024, 2000] * 4, 4, 32, "fp8x2"),
+                                 ([1024, 2000], 4, 32, "auto"), (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, "auto"),
+                                 ([8192, 4096], 1, 16, small16), ([4096] * 8, 1, 32, "fp8x2")):
         inputs = make_mla_inputs(lens, q_len, h, fmt, seed=1, device="cuda")
         plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
         assert mla.for_plan(plan).params["mma"] == want, (lens, q_len, h)

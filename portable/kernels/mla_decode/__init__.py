@@ -155,7 +155,7 @@ class MLADecode(Kernel):
         and MXFP4 caches to fp8 products with two e4m3 Q parts ("fp8x2") from the [.heads_fp8]
         table's `from_rows` where the shortest sequence (kv_min) is FP8X2_PRODUCTS_FROM_KV long,
         and the fp8 cache from 16 rows where it is `below_batch_kv` long in a batch of fewer
-        than `below_batch` sequences (MXFP4 keeps its bf16 products there); in such a
+        than `below_batch` sequences (MXFP4 from `from_rows` there too); in such a
         batch of shorter sequences every format takes the heads loop from 16 rows, on bf16
         products (its KV split into chunks of a tile or two)."""
         table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
@@ -165,10 +165,9 @@ class MLADecode(Kernel):
         small = fp8 is not None and batch < fp8["below_batch"]
         short = small and kv_min < fp8["below_batch_kv"]      # a small batch of short sequences
         least = 16 if small else fp8["from_rows"] if fp8 else None
-        # (MXFP4 only outside small batches: there its decode, on the copying warpgroup, made
-        # fp8x2 no faster than its bf16 products' loop; bench/NOTES.md, issue 40)
-        if (params["mma"] == "auto" and fp8 and loop in ("", "heads") and not short and rows >= least
-                and kv_min >= FP8X2_PRODUCTS_FROM_KV and (fmt == "fp8" or (fmt == "mxfp4" and not small))):
+        # (MXFP4 from `from_rows` rows in small batches too: at 16 its twin loop is faster)
+        if (params["mma"] == "auto" and fp8 and loop in ("", "heads") and not short and kv_min >= FP8X2_PRODUCTS_FROM_KV
+                and ((fmt == "fp8" and rows >= least) or (fmt == "mxfp4" and rows >= fp8["from_rows"]))):
             params["mma"], loop = "fp8x2", "heads"
         elif params["mma"] in FP8_PRODUCTS and loop == "":
             loop = "heads"
