@@ -108,7 +108,7 @@ class MLADecode(Kernel):
         # products from shared memory; mla_decode_heads.j2). Which one a format takes
         # at which row count: tuning.toml
         "loop": Choice(("", "tile", "fragments", "heads", "twin"), ""),
-        "stages": Choice((0, 2, 3), 0),          # the fragments loop's ring depth
+        "stages": Choice((0, 2, 3), 0),          # the KV ring depth of the fragments loop and of fp8 products
         # the bf16 cache's heads loop: "halves" (each warpgroup scores half the tile's columns,
         # mla_decode_heads.j2) or "one" (warpgroup 0 scores all of them while warpgroup 1
         # copies, both multiply P V; mla_decode_heads_one.j2). (The fp8 products' loop always
