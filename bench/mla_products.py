@@ -7,7 +7,7 @@ checked against the fp32 reference (largest error printed) and timed, interleave
     python bench/mla_products.py [--out DIR] [--stages 2[,3]] [--cases CASES] [--shapes N,...]
 
 CASES replaces the list: FORMAT/MMA[/KNOB=VALUE...] entries, comma-separated, the first the
-baseline (e.g. bf16/auto,bf16/auto/loop=heads/scores=one); --shapes picks SHAPES by index.
+baseline (e.g. bf16/auto,bf16/auto/scores=halves); --shapes picks SHAPES by index.
 """
 from __future__ import annotations
 
