@@ -160,6 +160,7 @@ def compile_rows(kernel: str, target_spec: str, params: dict) -> list[dict]:
 
 def format_report(rows: list[dict]) -> str:
     import pandas as pd
+    from .report import MATRIX_CLASSES
     flat = []
     for r in rows:
         r = dict(r)
@@ -167,7 +168,7 @@ def format_report(rows: list[dict]) -> str:
             r["sgprs"] = "-"            # NVIDIA has no scalar register file
         instr = r.pop("instructions", {}) or {}
         r["ld128/st128"] = f"{instr.get('global_load_128', '?')}/{instr.get('global_store_128', '?')}" if instr else "-"
-        mma = {k: v for k, v in instr.items() if k in ("hmma", "hgmma", "tcgen05", "block_scaled_mma", "mfma", "mfma_scale") and v}
+        mma = {k: v for k, v in instr.items() if k in MATRIX_CLASSES and v}
         r["matrix"] = " ".join(f"{k}:{v}" for k, v in mma.items()) or "-"
         flat.append(r)
     cols = ["target", "kernel", "compiler", "registers", "sgprs", "spill_bytes", "stack_bytes", "smem_bytes",

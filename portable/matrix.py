@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from .data import TARGET_COLUMNS
+from .report import MATRIX_CLASSES
 from .results import label, merge_rows, roofline_position, sources
 
 INDEX = ["kernel", "shape", "params"]
@@ -35,8 +36,7 @@ KEEP_POLICIES = ("latest", "both")
 ABOVE_ROOF_PCT = 105         # beyond timing noise: worth a note
 ANY_SHAPE = "(any shape)"     # compile-only rows without a shape: the static report holds for every shape
 # Instruction classes worth naming in a cell: vector width and the matrix path taken.
-_NAMED_INSTRUCTIONS = ("global_load_128", "global_store_128", "hmma", "hgmma", "tcgen05", "block_scaled_mma",
-                       "mfma", "mfma_scale")
+_NAMED_INSTRUCTIONS = ("global_load_128", "global_store_128", *MATRIX_CLASSES)
 _SHORT = {"global_load_128": "ld128", "global_store_128": "st128"}
 CELL_LEGEND = ("cell: median time, achieved TB/s or TFLOP/s (whichever bounds the kernel) with % of the "
                "roofline bound, then best peer time / our time (above 1: ours is faster)")

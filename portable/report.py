@@ -51,6 +51,10 @@ def occupancy_amd(target, vgprs: int, smem: int, block: int) -> float:
     return min(1.0, groups * waves_per_group / (target.simds_per_cu * target.max_waves_per_simd))
 
 
+# the matrix-instruction classes (targets.toml [instruction_classes]) a report's matrix column names
+MATRIX_CLASSES = ("hmma", "fp8_mma", "hgmma", "tcgen05", "block_scaled_mma", "mfma", "mfma_scale")
+
+
 def _instruction_counts(binary, kernel: str, vendor: str) -> dict[str, int]:
     """Instruction classes in `kernel`'s own code: the module's other kernels would count too."""
     try:

@@ -290,11 +290,12 @@ def test_fp8_products_compile_as_a_user_asks_for_them():
 
 
 def test_fp8_products_refused_where_they_do_not_run():
-    with pytest.raises(portable.InputError, match="mma: 'fp8' runs the fp8 and MXFP4 caches on the heads loop"):
+    runs = "runs the fp8 cache on the tile loop .every target. and the fp8 and MXFP4 caches on the heads loop"
+    with pytest.raises(portable.InputError, match="mma: 'fp8' " + runs):
         portable.load("mla_decode", kv_format="bf16", mma="fp8").source("sm_90a")
-    with pytest.raises(portable.InputError, match="mma: 'fp8x2' runs the fp8 and MXFP4 caches on the heads loop"):
-        portable.load("mla_decode", kv_format="fp8", mma="fp8x2").source("sm_100a")
-    with pytest.raises(portable.InputError, match="mma: 'fp8x2' runs the fp8 and MXFP4 caches on the heads loop"):
+    with pytest.raises(portable.InputError, match="mma: 'fp8x2' " + runs + ".*'mxfp4', loop 'tile' on sm_100a"):
+        portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2").source("sm_100a")
+    with pytest.raises(portable.InputError, match="mma: 'fp8x2' " + runs):
         portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"loop": "twin"}).source("sm_90a")
     with pytest.raises(portable.InputError, match="mma: expected one of"):
         portable.load("mla_decode", kv_format="fp8", mma="fp4")
@@ -349,3 +350,32 @@ def test_error_bars_follow_the_products_a_plan_runs(monkeypatch):
     assert fp8.error_bars(plan(32, 4, 512, 128)) == ERROR_BARS["bf16"] == (1e-2, 1e-2)
     assert MLADecode(kv_format="fp8", mma="fp8").error_bars(plan(32, 4, 8192, 128)) == (1.5e-2, 5e-2)
     assert MLADecode(kv_format="bf16").error_bars(plan(128, 1, 8192, 64)) == (1e-2, 1e-2)
+
+
+@pytest.mark.parametrize("target", portable.targets())
+@pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
+def test_fp8_products_on_the_tile_loop_compile_on_every_target(target, mma):
+    """The fp8 cache's fp8 products on the tile loop (the form every target but sm_90a runs):
+    the fp8 matrix instruction at the fp8 rate on sm_120a (QMMA) and on gfx942 / gfx950
+    (v_mfma_f32_16x16x32_fp8_fp8, every MFMA of the kernel), while sm_90a, sm_100a and sm_103a
+    compile mma.sync e4m3 to f16 HMMA pairs (no faster than bf16 there: "auto" never takes it);
+    no bf16 products left, no spills, the layout within the target's shared memory."""
+    toolchain_or_skip((nvrtc if target.startswith("sm_") else clang_amdgpu).available())
+    k = portable.load("mla_decode", kv_format="fp8", mma=mma, tuning={"loop": "tile"})
+    r = k.report(target)
+    instr = r["instructions"]
+    if target.startswith("gfx"):
+        assert instr["mfma"] == instr["fp8_mma"] > 0, instr
+    elif target == "sm_120a":
+        assert instr["fp8_mma"] > 0 and instr["hmma"] == 0, instr
+    else:
+        assert instr["hmma"] > 0 and instr["fp8_mma"] == 0, instr
+    src = k.source(target)
+    assert "mma_e4m3(" in src and "mma_bf16(" not in src
+    assert src.count("mma_e4m3(acc") == 1 and src.count("mma_e4m3(s[j]") == 1
+    assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0 and instr["local_memory"] == 0, r
+    L = k.layout(target)
+    assert L["bytes"] <= portable.get_target(target).smem_per_block
+    # 16-byte stores into Q and K rows, 8-byte operand reads (MFMA) from V^T rows
+    assert L["ld8"] % 16 == 0 and L["vt_ld"] % 8 == 0
+    assert all(v % 16 == 0 for key, v in L.items() if key not in ("ld8", "vt_ld", "bytes")), L

@@ -17,11 +17,14 @@ RAGGED = [1, 63, 64, 65, 4097, 8192, 0]
 
 
 def run_and_compare(fmt, lens, q_len, h, page_size=None, mma="auto", **knobs):
-    """Against the error bars of the path the plan takes (mla.error_bars)."""
+    """Against the error bars of the path the plan takes (mla.error_bars), into an output
+    poisoned with NaN first (compare fails on any element left unwritten)."""
     inputs = make_mla_inputs(lens, q_len, h, fmt, seed=torch.seed() % (1 << 31), page_size=page_size, device="cuda")
     mla = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
     plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
-    out, lse = mla(**inputs, plan=plan, return_lse=True)
+    poisoned = torch.full((inputs["q"].shape[0], h, 512), float("nan"), device="cuda", dtype=torch.bfloat16)
+    out, lse = mla(**inputs, plan=plan, return_lse=True, out=poisoned)
+    assert out is poisoned
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     atol, rtol_l2 = mla.error_bars(plan)
     ok, detail = compare(out, lse, want_out, want_lse, atol=atol, rtol_l2=rtol_l2)
@@ -155,6 +158,22 @@ def test_fp8_products_with_two_q_parts_match_reference(fmt):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+@pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
+@pytest.mark.parametrize("knobs", [{}, {"kv_tile": 32}, {"row_groups": 2, "tokens": 2, "kv_tile": 64}])
+def test_fp8_products_on_the_tile_loop_match_reference(mma, knobs):
+    """The fp8 cache's fp8 products on the tile loop: the form sm_100a, sm_103a, sm_120a, gfx942
+    and gfx950 run (the dialect's mma8: mma.sync m16n8k32 e4m3 / MFMA 16x16x32 fp8, V^T built
+    from each K tile), here through the same fragments on this GPU (sm_90a runs mma.sync e4m3
+    as f16 pairs: the same operands and sums). Each bar as on the heads loop: long sequences,
+    causal rows, 64-row pages, one sequence split into chunks, partial tiles, empty sequences."""
+    bar = {"mma": mma, "loop": "tile", **knobs}
+    run_and_compare("fp8", [4096, 8192, 5000], 4, 16, **bar)
+    run_and_compare("fp8", [4097, 4159, 0, 4160, 4100], 2, 32, page_size=64, **bar)
+    run_and_compare("fp8", [8192], 1, 16, **bar)
+    out, lse = run_and_compare("fp8", [0, 0, 4500], 2, 16, **bar)
+    assert torch.all(out[:4] == 0) and torch.all(torch.isneginf(lse[:4]))
+
+
 def test_fp8_products_on_mxfp4_block_scales_far_apart():
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
@@ -218,6 +237,8 @@ def test_errors_before_launch():
     odd = make_mla_inputs([10], 1, 8, "bf16", device="cuda")
     with pytest.raises(portable.InputError, match="multiple of 16"):
         mla(**odd)
+    with pytest.raises(portable.InputError, match=r"out: expected a contiguous bfloat16 \(2, 16, 512\)"):
+        mla(**inputs, out=torch.empty(2, 16, 512, device="cuda"))
 
 
 def test_plan_is_reused_across_calls_and_checked():

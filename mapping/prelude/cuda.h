@@ -77,6 +77,45 @@ __device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_
                  : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
 }
 
+// ---- warp-level fp8 matrix multiply: mma.sync m16n8k32, OCP e4m3 in, fp32 accumulate ----
+// Native (QMMA) on sm_120a; sm_90a, sm_100a and sm_103a accept it and run each as two f16
+// HMMA.16816 (their fp8 rate is the warpgroup's / tcgen05's). A 16 x 32 and B 32 x 8 bytes,
+// C the 16 x 8 fragment of mma_bf16. g = lane / 4, t = lane % 4 (PTX ISA 'Matrix Fragments
+// for mma.m16n8k32'): A regs (g, 4t..4t+3) (g+8, 4t..) (g, 16+4t..) (g+8, 16+4t..);
+// B regs (k 4t..4t+3, n g) (k 16+4t.., n g), bytes in K order.
+#define E4M3_MAX 448.f          // the largest OCP e4m3fn value
+#define E4M3_OCP_UNIT 1.f       // an OCP e4m3 byte read as this target's e4m3 means this much of it
+struct frag_a8 { unsigned x[4]; };
+struct frag_b8 { unsigned x[2]; };
+// A stored row-major [m][k] bytes (ld a multiple of 4): rows 0..15, k0..k0+31.
+__device__ __forceinline__ frag_a8 mma8_load_a(const unsigned char* s, int ld, int k0) {
+    const int l = mma_lane();
+    const unsigned char* p = s + (l >> 2) * ld + k0 + 4 * (l & 3);
+    frag_a8 a;
+    a.x[0] = *reinterpret_cast<const unsigned*>(p);
+    a.x[1] = *reinterpret_cast<const unsigned*>(p + 8 * ld);
+    a.x[2] = *reinterpret_cast<const unsigned*>(p + 16);
+    a.x[3] = *reinterpret_cast<const unsigned*>(p + 8 * ld + 16);
+    return a;
+}
+// B stored as [n][k] bytes (each output column's K values contiguous): cols n0..n0+7, k0..k0+31.
+__device__ __forceinline__ frag_b8 mma8_load_b_nk(const unsigned char* s, int ld, int n0, int k0) {
+    const int l = mma_lane();
+    const unsigned char* p = s + (n0 + (l >> 2)) * ld + k0 + 4 * (l & 3);
+    frag_b8 b;
+    b.x[0] = *reinterpret_cast<const unsigned*>(p);
+    b.x[1] = *reinterpret_cast<const unsigned*>(p + 16);
+    return b;
+}
+__device__ __forceinline__ void mma_e4m3(frag_c& c, const frag_a8& a, const frag_b8& b) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
+                 : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "r"(b.x[0]), "r"(b.x[1]));
+}
+// Four OCP e4m3fn bytes as this target's e4m3 operand bytes: NVIDIA reads OCP itself.
+__device__ __forceinline__ unsigned e4m3x4_from_ocp(unsigned w) { return w; }
+
 // ---- skinny (swap-AB) operands: weight rows are the A rows, built in registers, so FP4 weights
 // go global -> registers -> matrix unit with no shared-memory pass. Over a 128-deep K block a
 // lane holds the 32 consecutive K values (one MX block) at 32 * sk_quad() of each of its SK_ROWS
@@ -101,6 +140,20 @@ __device__ __forceinline__ frag_b sk_frag_b(unsigned slot0, unsigned slot1) {
 __device__ __forceinline__ int sk_up(int row) { return row >> 3; }
 __device__ __forceinline__ int sk_feature(int row) { return row & 7; }
 
+// Two fp32 -> two OCP e4m3fn bytes (lo in bits 0-7), round to nearest even, saturated to +-448.
+__device__ __forceinline__ unsigned f32x2_to_e4m3x2(float lo, float hi) {
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// Two OCP e4m3fn bytes (the low 16 bits, low byte first) -> two fp32, exact.
+__device__ __forceinline__ void e4m3x2_to_f32x2_exact(unsigned v, float& lo, float& hi) {
+    unsigned short l, h;
+    asm("{ .reg .b16 t; .reg .b32 r; cvt.u16.u32 t, %2; cvt.rn.f16x2.e4m3x2 r, t; mov.b32 {%0, %1}, r; }"
+        : "=h"(l), "=h"(h) : "r"(v));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(l));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(h));
+}
 // Four OCP e4m3fn bytes -> four bf16 (lo: bytes 0-1, hi: bytes 2-3), exact: the fp8 pair
 // converter (sm_89+) to f16x2, then through f32 to packed bf16.
 __device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsigned& hi) {

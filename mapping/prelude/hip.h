@@ -59,6 +59,59 @@ __device__ __forceinline__ void mma_bf16(frag_c& c, const frag_a& a, const frag_
     c.v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.x, b.x, c.v, 0, 0, 0);
 }
 
+// ---- wave-level fp8 matrix multiply: v_mfma_f32_16x16x32_fp8_fp8, fp32 accumulate ----
+// gfx942 reads its operands as e4m3fnuz (bias 8, 0x80 the one NaN, max 240), gfx950 as OCP
+// e4m3fn (bias 7, max 448), and the conversions below write and read the same format.
+// A 16 x 32 and B 32 x 16 bytes, C the 16 x 16 fragment of mma_bf16; q = lane / 16,
+// r = lane % 16: a lane holds A[r][8q..8q+7] and B[8q..8q+7][r] as one 64-bit register,
+// bytes in K order (LLVM BuiltinsAMDGPU.def; AMD CDNA3 ISA guide, MFMA fp8 operands).
+#if defined(__gfx950__)
+#define E4M3_MAX 448.f
+#define E4M3_OCP_UNIT 1.f
+#else
+#define E4M3_MAX 240.f
+#define E4M3_OCP_UNIT 2.f       // an OCP byte read as fnuz is half its value
+#endif
+struct frag_a8 { long x; };
+struct frag_b8 { long x; };
+__device__ __forceinline__ frag_a8 mma8_load_a(const unsigned char* s, int ld, int k0) {
+    const int q = mma_lane() >> 4, r = mma_lane() & 15;
+    frag_a8 a;
+    a.x = *reinterpret_cast<const long*>(s + r * ld + k0 + 8 * q);
+    return a;
+}
+__device__ __forceinline__ frag_b8 mma8_load_b_nk(const unsigned char* s, int ld, int n0, int k0) {
+    const int q = mma_lane() >> 4, r = mma_lane() & 15;
+    frag_b8 b;
+    b.x = *reinterpret_cast<const long*>(s + (n0 + r) * ld + k0 + 8 * q);
+    return b;
+}
+__device__ __forceinline__ void mma_e4m3(frag_c& c, const frag_a8& a, const frag_b8& b) {
+    c.v = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8(a.x, b.x, c.v, 0, 0, 0);
+}
+// Two fp32 -> two of this target's e4m3 bytes (lo in bits 0-7), round to nearest even; the
+// callers keep |x| <= E4M3_MAX.
+__device__ __forceinline__ unsigned f32x2_to_e4m3x2(float lo, float hi) {
+    return (unsigned)__builtin_amdgcn_cvt_pk_fp8_f32(lo, hi, 0, false) & 0xffffu;
+}
+// Two of this target's e4m3 bytes (the low 16 bits, low byte first) -> two fp32, exact.
+__device__ __forceinline__ void e4m3x2_to_f32x2_exact(unsigned v, float& lo, float& hi) {
+    const auto f = __builtin_amdgcn_cvt_pk_f32_fp8((int)v, false);
+    lo = f[0];
+    hi = f[1];
+}
+// Four OCP e4m3fn bytes as this target's e4m3 operand bytes (worth E4M3_OCP_UNIT of it each):
+// gfx950 reads OCP; on gfx942 0x80 (OCP -0, the fnuz NaN) becomes +0, the rest is half the value.
+__device__ __forceinline__ unsigned e4m3x4_from_ocp(unsigned w) {
+#if defined(__gfx950__)
+    return w;
+#else
+    const unsigned t = w ^ 0x80808080u;
+    const unsigned nonzero = (((t & 0x7f7f7f7fu) + 0x7f7f7f7fu) | t) & 0x80808080u;
+    return w & ~(~nonzero & 0x80808080u);
+#endif
+}
+
 // ---- skinny (swap-AB) operands: weight rows are the A rows, built in registers (see cuda.h for
 // the K order). A lane holds one A row (r) and one B column (r); its K quarter is q.
 #define SK_ROWS 1
@@ -91,9 +144,7 @@ __device__ __forceinline__ void fp8x4_to_bf16x4(unsigned w, unsigned& lo, unsign
 #else
     // CDNA3 converts e4m3fnuz (bias 8): an OCP byte means twice the fnuz value, and 0x80
     // (OCP -0) is the fnuz NaN, so those bytes become +0 first (exact per-byte zero test).
-    const unsigned t = w ^ 0x80808080u;
-    const unsigned nonzero = (((t & 0x7f7f7f7fu) + 0x7f7f7f7fu) | t) & 0x80808080u;
-    w &= ~(~nonzero & 0x80808080u);
+    w = e4m3x4_from_ocp(w);
     const auto a = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, false);
     const auto b = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, true);
     lo = f32x2_to_bf16x2_rn(2.0f * a[0], 2.0f * a[1]);

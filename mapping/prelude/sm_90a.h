@@ -182,20 +182,6 @@ __device__ __forceinline__ unsigned long long wg_desc_sw64(unsigned addr) {
 WG_MMA_SS_N32(wg_mma_ss_e4m3_n32, "m64n32k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N64(wg_mma_ss_e4m3_n64, "m64n64k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N256(wg_mma_ss_e4m3_n256, "m64n256k32.f32.e4m3.e4m3", "1, 1")
-// Two fp32 -> two OCP e4m3fn bytes (lo in bits 0-7), round to nearest even, saturated to +-448.
-__device__ __forceinline__ unsigned f32x2_to_e4m3x2(float lo, float hi) {
-    unsigned short r;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-// Two OCP e4m3fn bytes (the low 16 bits, low byte first) -> two fp32, exact.
-__device__ __forceinline__ void e4m3x2_to_f32x2_exact(unsigned v, float& lo, float& hi) {
-    unsigned short l, h;
-    asm("{ .reg .b16 t; .reg .b32 r; cvt.u16.u32 t, %2; cvt.rn.f16x2.e4m3x2 r, t; mov.b32 {%0, %1}, r; }"
-        : "=h"(l), "=h"(h) : "r"(v));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(l));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(h));
-}
 // ---- MXFP4 decode to e4m3 (mla_decode's fp8 products on the MXFP4 cache). A block's codes
 // times 2^shift (shift = code - emax + 6 against its row's largest E8M0 code emax, so the
 // largest magnitude 6 x 2^6 = 384 fits e4m3's 448) through an 8-byte table of the magnitudes

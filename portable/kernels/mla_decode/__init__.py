@@ -169,7 +169,7 @@ class MLADecode(Kernel):
         if (params["mma"] == "auto" and fp8 and loop in ("", "heads") and not short and kv_min >= FP8X2_PRODUCTS_FROM_KV
                 and ((fmt == "fp8" and rows >= least) or (fmt == "mxfp4" and rows >= fp8["from_rows"]))):
             params["mma"], loop = "fp8x2", "heads"
-        elif params["mma"] in FP8_PRODUCTS and loop == "":
+        elif params["mma"] in FP8_PRODUCTS and loop == "" and fp8:
             loop = "heads"
         if any(self.tuning[k] for k in ("row_groups", "kv_tile", "warps")) or loop in ("fragments", "twin"):
             return self
@@ -202,9 +202,11 @@ class MLADecode(Kernel):
         if t["loop"] in WGMMA_LOOPS:
             self._check_wgmma_loop(target, t)
         mma = self.params["mma"]
-        if mma in FP8_PRODUCTS and (self.params["kv_format"] not in FP8_PRODUCTS_FORMATS or t["loop"] != "heads"):
-            raise InputError(f"mma: {mma!r} runs the fp8 and MXFP4 caches on the heads loop of warpgroup-MMA targets; got kv_format "
-                             f"{self.params['kv_format']!r}, loop {t['loop']!r} on {target} (use mma='bf16' or 'auto')")
+        fmt = self.params["kv_format"]
+        if mma in FP8_PRODUCTS and not ((t["loop"] == "heads" and fmt in FP8_PRODUCTS_FORMATS) or (t["loop"] == "tile" and fmt == "fp8")):
+            raise InputError(f"mma: {mma!r} runs the fp8 cache on the tile loop (every target) and the fp8 and MXFP4 caches on the "
+                             f"heads loop (warpgroup-MMA targets); got kv_format {fmt!r}, loop {t['loop']!r} on {target} "
+                             f"(use mma='bf16' or 'auto')")
         if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
@@ -285,6 +287,17 @@ class MLADecode(Kernel):
             return {**_regions(ring=t["stages"] * stage, sc=ring * scw if mx else 0, soff=ring if mx else 0,
                                q=16 * D * 2, p=16 * 64 * 2, red=4 * 16 * 4, head=3 * 16 * 4), "stage": stage, "scw": scw}
         m, kt = 16 * t["row_groups"], t["kv_tile"]     # padded rows: Q, the bf16 KV tile, KSPLIT partial S, P; row max, sum, alpha; next tile's cache rows
+        if self.params["mma"] in FP8_PRODUCTS:
+            # fp8 products: e4m3 Q (one or two parts) and K tile, V^T (512 rows of the tile's KV
+            # rows), e4m3 P, Q's row scales; rows padded by 16 bytes so that a quarter warp's
+            # operand reads meet no bank twice, V^T's by 8 where the LDS is short (gfx942)
+            ld8, parts = D + 16, 2 if self.params["mma"] == "fp8x2" else 1
+            for vt_ld in (kt + 16, kt + 8):
+                r = _regions(q=parts * m * ld8, kv=kt * ld8, vt=DV * vt_ld, s=self.score_split(target) * m * (kt + 4) * 4,
+                             p=m * (kt + 16), m=m * 4, l=m * 4, alpha=m * 4, rows=kt * 8, qs=m * 4)
+                if r["bytes"] <= get_target(target).smem_per_block:
+                    break
+            return {**r, "ld8": ld8, "vt_ld": vt_ld}
         return _regions(q=m * (D + 8) * 2, kv=kt * (D + 8) * 2, s=self.score_split(target) * m * (kt + 4) * 4,
                         p=m * (kt + 8) * 2, m=m * 4, l=m * 4, alpha=m * 4, rows=kt * 8)
 
@@ -365,20 +378,26 @@ class MLADecode(Kernel):
             batch=len(qo) - 1, device_index=index, tiles=kernel.tiles(target))
 
     def __call__(self, q, kv, qo_indptr, kv_indptr, kv_scale=None, kv_indices=None, page_size: int = 1,
-                 sm_scale: float | None = None, return_lse: bool = False, plan: "MLAPlan | None" = None):
-        """out (total_q, h, 512) bf16 [and lse (total_q, h) fp32]. Without `plan` the work list is
-        built on the spot (host work and a device sync per call): pass one from mla.plan(...)."""
+                 sm_scale: float | None = None, return_lse: bool = False, plan: "MLAPlan | None" = None, out=None):
+        """out (total_q, h, 512) bf16 [and lse (total_q, h) fp32]; into `out` where given. Without
+        `plan` the work list is built on the spot (host work and a device sync per call): pass one
+        from mla.plan(...)."""
         if plan is None:
             self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
             plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
         kernel = self.for_plan(plan)
         if kernel is not self:
-            return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan)
+            return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan, out)
         sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
+        if out is not None and (not isinstance(out, torch.Tensor) or out.dtype is not torch.bfloat16
+                                or tuple(out.shape) != (plan.total_q, plan.heads, DV) or out.device != q.device
+                                or not out.is_contiguous()):
+            got = f"{out.dtype} {tuple(out.shape)} on {out.device}" if isinstance(out, torch.Tensor) else type(out).__name__
+            raise InputError(f"out: expected a contiguous bfloat16 ({plan.total_q}, {plan.heads}, {DV}) tensor on {q.device}, got {got}")
         launcher = self.launcher(q)
         dev, target = q.device, launcher.target
         total_q, heads = plan.total_q, plan.heads
-        out = torch.empty(total_q, heads, DV, device=dev, dtype=torch.bfloat16)
+        out = torch.empty(total_q, heads, DV, device=dev, dtype=torch.bfloat16) if out is None else out
         lse = torch.empty(total_q, heads, device=dev, dtype=torch.float32)
         if total_q == 0:
             return (out, lse) if return_lse else out
