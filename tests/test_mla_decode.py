@@ -290,11 +290,11 @@ def test_fp8_products_compile_as_a_user_asks_for_them():
 
 
 def test_fp8_products_refused_where_they_do_not_run():
-    runs = "runs the fp8 cache on the tile loop .every target. and the fp8 and MXFP4 caches on the heads loop"
+    runs = "runs the fp8 and MXFP4 caches on the tile loop .every target. and the heads loop"
     with pytest.raises(portable.InputError, match="mma: 'fp8' " + runs):
         portable.load("mla_decode", kv_format="bf16", mma="fp8").source("sm_90a")
-    with pytest.raises(portable.InputError, match="mma: 'fp8x2' " + runs + ".*'mxfp4', loop 'tile' on sm_100a"):
-        portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2").source("sm_100a")
+    with pytest.raises(portable.InputError, match="mma: 'fp8x2' " + runs + ".*'bf16', loop 'tile' on sm_100a"):
+        portable.load("mla_decode", kv_format="bf16", mma="fp8x2").source("sm_100a")
     with pytest.raises(portable.InputError, match="mma: 'fp8x2' " + runs):
         portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"loop": "twin"}).source("sm_90a")
     with pytest.raises(portable.InputError, match="mma: expected one of"):
@@ -353,15 +353,16 @@ def test_error_bars_follow_the_products_a_plan_runs(monkeypatch):
 
 
 @pytest.mark.parametrize("target", portable.targets())
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 @pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
-def test_fp8_products_on_the_tile_loop_compile_on_every_target(target, mma):
-    """The fp8 cache's fp8 products on the tile loop (the form every target but sm_90a runs):
+def test_fp8_products_on_the_tile_loop_compile_on_every_target(target, fmt, mma):
+    """fp8 products on the tile loop (the form every target but sm_90a runs), both caches:
     the fp8 matrix instruction at the fp8 rate on sm_120a (QMMA) and on gfx942 / gfx950
     (v_mfma_f32_16x16x32_fp8_fp8, every MFMA of the kernel), while sm_90a, sm_100a and sm_103a
     compile mma.sync e4m3 to f16 HMMA pairs (no faster than bf16 there: "auto" never takes it);
     no bf16 products left, no spills, the layout within the target's shared memory."""
     toolchain_or_skip((nvrtc if target.startswith("sm_") else clang_amdgpu).available())
-    k = portable.load("mla_decode", kv_format="fp8", mma=mma, tuning={"loop": "tile"})
+    k = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": "tile"})
     r = k.report(target)
     instr = r["instructions"]
     if target.startswith("gfx"):

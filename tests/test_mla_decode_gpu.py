@@ -158,28 +158,31 @@ def test_fp8_products_with_two_q_parts_match_reference(fmt):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+@pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 @pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
 @pytest.mark.parametrize("knobs", [{}, {"kv_tile": 32}, {"row_groups": 2, "tokens": 2, "kv_tile": 64}])
-def test_fp8_products_on_the_tile_loop_match_reference(mma, knobs):
-    """The fp8 cache's fp8 products on the tile loop: the form sm_100a, sm_103a, sm_120a, gfx942
-    and gfx950 run (the dialect's mma8: mma.sync m16n8k32 e4m3 / MFMA 16x16x32 fp8, V^T built
-    from each K tile), here through the same fragments on this GPU (sm_90a runs mma.sync e4m3
-    as f16 pairs: the same operands and sums). Each bar as on the heads loop: long sequences,
-    causal rows, 64-row pages, one sequence split into chunks, partial tiles, empty sequences."""
+def test_fp8_products_on_the_tile_loop_match_reference(fmt, mma, knobs):
+    """fp8 products on the tile loop: the form sm_100a, sm_103a, sm_120a, gfx942 and gfx950 run
+    (the dialect's mma8: mma.sync m16n8k32 e4m3 / MFMA 16x16x32 fp8, V^T built from each K
+    tile; MXFP4 decoded exactly to e4m3 against each row's largest scale), here through the same
+    fragments on this GPU (sm_90a runs mma.sync e4m3 as f16 pairs: the same operands and sums).
+    Each bar as on the heads loop: long sequences, causal rows, 64-row pages, one sequence
+    split into chunks, partial tiles, empty sequences."""
     bar = {"mma": mma, "loop": "tile", **knobs}
-    run_and_compare("fp8", [4096, 8192, 5000], 4, 16, **bar)
-    run_and_compare("fp8", [4097, 4159, 0, 4160, 4100], 2, 32, page_size=64, **bar)
-    run_and_compare("fp8", [8192], 1, 16, **bar)
-    out, lse = run_and_compare("fp8", [0, 0, 4500], 2, 16, **bar)
+    run_and_compare(fmt, [4096, 8192, 5000], 4, 16, **bar)
+    run_and_compare(fmt, [4097, 4159, 0, 4160, 4100], 2, 32, page_size=64, **bar)
+    run_and_compare(fmt, [8192], 1, 16, **bar)
+    out, lse = run_and_compare(fmt, [0, 0, 4500], 2, 16, **bar)
     assert torch.all(out[:4] == 0) and torch.all(torch.isneginf(lse[:4]))
 
 
-def test_fp8_products_on_mxfp4_block_scales_far_apart():
+@pytest.mark.parametrize("loop", ["heads", "tile"])
+def test_fp8_products_on_mxfp4_block_scales_far_apart(loop):
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
     the rest (the decode's converter path, exact) and one 18 under (rounded in e4m3); split
-    into chunks and whole."""
-    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+    into chunks and whole; on the heads loop and on the tile loop (every other target's)."""
+    if loop == "heads" and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     lens = [4096, 3000, 1500]
     inputs = make_mla_inputs(lens, 4, 16, "mxfp4", seed=torch.seed() % (1 << 31), device="cuda")
@@ -192,7 +195,7 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart():
     codes[:, 3] -= 12
     codes[:, 11] -= 18
     inputs["kv_scale"] = codes.clamp(1, 254).to(torch.uint8)
-    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2")
+    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"loop": loop})
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     for batch in (inputs, {**inputs, "q": inputs["q"][:4], "qo_indptr": inputs["qo_indptr"][:2], "kv_indptr": inputs["kv_indptr"][:2]}):
         plan = mla.plan(batch["qo_indptr"], batch["kv_indptr"], 16)

@@ -203,9 +203,9 @@ class MLADecode(Kernel):
             self._check_wgmma_loop(target, t)
         mma = self.params["mma"]
         fmt = self.params["kv_format"]
-        if mma in FP8_PRODUCTS and not ((t["loop"] == "heads" and fmt in FP8_PRODUCTS_FORMATS) or (t["loop"] == "tile" and fmt == "fp8")):
-            raise InputError(f"mma: {mma!r} runs the fp8 cache on the tile loop (every target) and the fp8 and MXFP4 caches on the "
-                             f"heads loop (warpgroup-MMA targets); got kv_format {fmt!r}, loop {t['loop']!r} on {target} "
+        if mma in FP8_PRODUCTS and not (fmt in FP8_PRODUCTS_FORMATS and t["loop"] in ("heads", "tile")):
+            raise InputError(f"mma: {mma!r} runs the fp8 and MXFP4 caches on the tile loop (every target) and the heads loop "
+                             f"(warpgroup-MMA targets); got kv_format {fmt!r}, loop {t['loop']!r} on {target} "
                              f"(use mma='bf16' or 'auto')")
         if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
@@ -291,10 +291,12 @@ class MLADecode(Kernel):
             # fp8 products: e4m3 Q (one or two parts) and K tile, V^T (512 rows of the tile's KV
             # rows), e4m3 P, Q's row scales; rows padded by 16 bytes so that a quarter warp's
             # operand reads meet no bank twice, V^T's by 8 where the LDS is short (gfx942)
+            # (MXFP4: [tile % 2][KV row] E_r and 2^(E_r - 133), O's unit R)
             ld8, parts = D + 16, 2 if self.params["mma"] == "fp8x2" else 1
+            mx = dict(ke=2 * kt * 4, kf=2 * kt * 4, r=16) if self.params["kv_format"] == "mxfp4" else {}
             for vt_ld in (kt + 16, kt + 8):
                 r = _regions(q=parts * m * ld8, kv=kt * ld8, vt=DV * vt_ld, s=self.score_split(target) * m * (kt + 4) * 4,
-                             p=m * (kt + 16), m=m * 4, l=m * 4, alpha=m * 4, rows=kt * 8, qs=m * 4)
+                             p=m * (kt + 16), m=m * 4, l=m * 4, alpha=m * 4, rows=kt * 8, qs=m * 4, **mx)
                 if r["bytes"] <= get_target(target).smem_per_block:
                     break
             return {**r, "ld8": ld8, "vt_ld": vt_ld}
