@@ -5,9 +5,10 @@
     out, lse = mla(q, kv, qo_indptr, kv_indptr, kv_scale=scale, plan=plan, return_lse=True)
 
 The products' operands (`mma`): "bf16" multiplies bf16 Q with the cache decoded to bf16;
-"fp8" (the fp8 and MXFP4 caches on sm_90a; MXFP4 decoded to e4m3 exactly) rounds Q to e4m3,
+"fp8" (the fp8 and MXFP4 caches; MXFP4 decoded to e4m3 exactly) rounds Q to e4m3,
 one scale a (token, head) row, and P to e4m3,
-and runs both products on the fp8 matrix path (twice the bf16 rate): its max abs error is
+and runs both products on the fp8 matrix path (sm_90a's heads loop: twice the bf16 rate; the
+tile loop elsewhere, through the dialect's mma8 rows): its max abs error is
 about the 1e-2 bar (7e-3 to 1.07e-2 measured from L 4096, more below), so it is the user's
 choice, checked against 1.5e-2. "fp8x2" carries Q as two e4m3 parts (hi + lo: bf16's precision) at twice the S
 products, and is what "auto" takes where the work is bound by the matrix units (tuning.toml's
