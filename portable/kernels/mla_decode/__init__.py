@@ -300,7 +300,7 @@ class MLADecode(Kernel):
                              p=m * (kt + 16), m=m * 4, l=m * 4, alpha=m * 4, rows=kt * 8, qs=m * 4, **mx)
                 if r["bytes"] <= get_target(target).smem_per_block:
                     break
-            return {**r, "ld8": ld8, "vt_ld": vt_ld}
+            return {**r, "ld8": ld8, "vt_ld": vt_ld, "p_ld": kt + 16}
         return _regions(q=m * (D + 8) * 2, kv=kt * (D + 8) * 2, s=self.score_split(target) * m * (kt + 4) * 4,
                         p=m * (kt + 8) * 2, m=m * 4, l=m * 4, alpha=m * 4, rows=kt * 8)
 
