@@ -1,4 +1,6 @@
 """mla_decode without a GPU: five-target compile with matrix instructions, the work plan."""
+import re
+
 import pytest
 import torch
 
@@ -380,3 +382,20 @@ def test_fp8_products_on_the_tile_loop_compile_on_every_target(target, fmt, mma)
     # 16-byte stores into Q and K rows, 8-byte operand reads (MFMA) from V^T rows
     assert L["ld8"] % 16 == 0 and L["vt_ld"] % 8 == 0
     assert all(v % 16 == 0 for key, v in L.items() if key not in ("ld8", "vt_ld", "p_ld", "bytes")), L
+
+
+@pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
+def test_mxfp4_third_decoding_warpgroup_compiles(mma):
+    """decoders=2 (MXFP4 on fp8 products): 384 threads, registers moved by setmaxnreg (ptxas
+    keeps both, none ignored), the same MMAs as with one decoder, wgmma still pipelined; the
+    knob refused where it does not apply."""
+    toolchain_or_skip(nvrtc.available())
+    k = portable.load("mla_decode", kv_format="mxfp4", mma=mma, tuning={"decoders": 2})
+    assert k.block_threads("sm_90a") == 384
+    r, b = k.report("sm_90a"), k.binary("sm_90a")
+    parts = 2 if mma == "fp8x2" else 1
+    assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 * 2, r
+    assert len(re.findall(r"\bUSETMAXREG\b", b.asm)) == 2 and "'setmaxnreg' ignored" not in b.log
+    assert_wgmma_pipelined(k)
+    with pytest.raises(portable.InputError, match="decoders: a knob of MXFP4 on fp8 products"):
+        portable.load("mla_decode", kv_format="fp8", mma="fp8x2", tuning={"decoders": 2}).source("sm_90a")

@@ -176,12 +176,28 @@ def test_fp8_products_on_the_tile_loop_match_reference(fmt, mma, knobs):
     assert torch.all(out[:4] == 0) and torch.all(torch.isneginf(lse[:4]))
 
 
-@pytest.mark.parametrize("loop", ["heads", "tile"])
-def test_fp8_products_on_mxfp4_block_scales_far_apart(loop):
+@pytest.mark.parametrize("loop,decoders", [("heads", 0), ("heads", 2), ("tile", 0)])
+@pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
+def test_mxfp4_fp8_products_with_two_decoding_warpgroups(mma):
+    """decoders=2: a third warpgroup decodes half of each MXFP4 tile (registers moved by
+    setmaxnreg); long sequences, causal rows, 64-row pages, one sequence split into chunks,
+    partial tiles, empty sequences."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    bar = {"mma": mma, "decoders": 2}
+    run_and_compare("mxfp4", [4096, 8192, 5000], 4, 16, **bar)
+    run_and_compare("mxfp4", [4097, 4159, 0, 4160, 4100], 2, 32, page_size=64, **bar)
+    run_and_compare("mxfp4", [8192], 1, 64, **bar)
+    out, lse = run_and_compare("mxfp4", [0, 0, 4500], 1, 64, **bar)
+    assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
+
+
+def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders):
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
     the rest (the decode's converter path, exact) and one 18 under (rounded in e4m3); split
-    into chunks and whole; on the heads loop and on the tile loop (every other target's)."""
+    into chunks and whole; on the heads loop (one or two decoding warpgroups) and on the tile
+    loop (every other target's)."""
     if loop == "heads" and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     lens = [4096, 3000, 1500]
@@ -195,7 +211,7 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart(loop):
     codes[:, 3] -= 12
     codes[:, 11] -= 18
     inputs["kv_scale"] = codes.clamp(1, 254).to(torch.uint8)
-    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"loop": loop})
+    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"loop": loop, "decoders": decoders})
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     for batch in (inputs, {**inputs, "q": inputs["q"][:4], "qo_indptr": inputs["qo_indptr"][:2], "kv_indptr": inputs["kv_indptr"][:2]}):
         plan = mla.plan(batch["qo_indptr"], batch["kv_indptr"], 16)

@@ -40,6 +40,11 @@ __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.alig
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+// A warpgroup's registers a thread moved to N (setmaxnreg; every warp of the warpgroup calls it).
+template <int N>
+__device__ __forceinline__ void wg_maxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
+template <int N>
+__device__ __forceinline__ void wg_maxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }
 // Ties an accumulator to the asm stream so the compiler keeps its reads and writes on the
 // right side of wg_fence / wg_wait (the wgmma writes it asynchronously).
 template <int R>

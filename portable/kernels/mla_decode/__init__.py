@@ -115,6 +115,9 @@ class MLADecode(Kernel):
         # copies, both multiply P V; mla_decode_heads_one.j2). (The fp8 products' loop always
         # scores on one warpgroup.)
         "scores": Choice(("", "halves", "one"), ""),
+        # MXFP4 on fp8 products (heads loop): warpgroups decoding the cache, 2: a third warpgroup
+        # beside the copying one (12 warps; registers moved to the MMA warpgroups by setmaxnreg)
+        "decoders": Choice((0, 1, 2), 0),
     }
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
@@ -140,12 +143,20 @@ class MLADecode(Kernel):
         t.setdefault("loop", "tile")
         t.setdefault("stages", 2)
         t.setdefault("scores", "halves")
-        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores"):
+        t.setdefault("decoders", 1)
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores", "decoders"):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         if t["loop"] != "heads" or self.params["kv_format"] != "bf16" or self.params["mma"] in FP8_PRODUCTS:
             t["scores"] = ""                    # (a choice of the bf16 cache's heads loop only)
+        if self._mx_heads_fp8(t):
+            t["warps"] = 4 + 4 * t["decoders"]  # the scoring warpgroup and the decoding ones
+        else:
+            t["decoders"] = 0                   # (a choice of MXFP4 on fp8 products only)
         return t
+
+    def _mx_heads_fp8(self, t: dict) -> bool:
+        return t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and self.params["kv_format"] == "mxfp4"
 
     def for_heads(self, heads: int, target: str, q_max: int = 1, kv_min: int = 0, batch: int = 1 << 30) -> "MLADecode":
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
@@ -208,6 +219,9 @@ class MLADecode(Kernel):
             raise InputError(f"mma: {mma!r} runs the fp8 and MXFP4 caches on the tile loop (every target) and the heads loop "
                              f"(warpgroup-MMA targets); got kv_format {fmt!r}, loop {t['loop']!r} on {target} "
                              f"(use mma='bf16' or 'auto')")
+        if self.tuning["decoders"] and not self._mx_heads_fp8(t):
+            raise InputError(f"decoders: a knob of MXFP4 on fp8 products (the heads loop); got kv_format "
+                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
         if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
@@ -215,7 +229,7 @@ class MLADecode(Kernel):
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
             raise InputError(f"score_split: {t['score_split']} must divide the block's {t['warps']} warps")
-        if t["kv_tile"] % 16 or t["kv_tile"] % mma_n or (DV // t["warps"]) % mma_n:
+        if t["loop"] not in WGMMA_LOOPS and (t["kv_tile"] % 16 or t["kv_tile"] % mma_n or (DV // t["warps"]) % mma_n):
             raise InputError(f"kv_tile/warps: {t} do not tile into {target}'s {mma_n}-wide matrix instruction")
         layout = self.layout(target)
         limit = get_target(target).smem_per_block
@@ -223,7 +237,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_tile/row_groups: {t} need {layout['bytes']} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
                 "MIN_BLOCKS": t["min_blocks"], "KSPLIT": self.score_split(target), "TOKENS": t["tokens"],
-                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
+                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "DECODERS": t["decoders"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
 
     def _check_wgmma_loop(self, target: str, t: dict) -> None:
         """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
@@ -234,6 +248,8 @@ class MLADecode(Kernel):
         if self.params["kv_format"] not in formats:
             raise InputError(f"loop: {loop!r} is written for kv_format {' and '.join(map(repr, formats))}, "
                              f"got {self.params['kv_format']!r} (use 'tile')")
+        if self._mx_heads_fp8(t):
+            shape = {**shape, "warps": t["warps"]}      # (set by the decoders knob)
         if any(t[k] != v for k, v in shape.items()):
             raise InputError(f"loop: {loop!r} takes {', '.join(f'{k} {v}' for k, v in shape.items())}; got {t}")
 
