@@ -176,7 +176,6 @@ def test_fp8_products_on_the_tile_loop_match_reference(fmt, mma, knobs):
     assert torch.all(out[:4] == 0) and torch.all(torch.isneginf(lse[:4]))
 
 
-@pytest.mark.parametrize("loop,decoders", [("heads", 0), ("heads", 2), ("tile", 0)])
 @pytest.mark.parametrize("mma", ["fp8", "fp8x2"])
 def test_mxfp4_fp8_products_with_two_decoding_warpgroups(mma):
     """decoders=2: a third warpgroup decodes half of each MXFP4 tile (registers moved by
@@ -192,6 +191,7 @@ def test_mxfp4_fp8_products_with_two_decoding_warpgroups(mma):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+@pytest.mark.parametrize("loop,decoders", [("heads", 0), ("heads", 2), ("tile", 0)])
 def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders):
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
