@@ -79,7 +79,7 @@ def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
     validated over its closed set."""
     assert list(MLADecode.PARAMS) == ["kv_format", "mma"]
     assert set(MLADecode.TUNING) == {"kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens",
-                                      "loop", "stages", "scores"}
+                                      "loop", "stages", "scores", "decoders"}
     with pytest.raises(portable.InputError, match=r"loop: a tuning knob .* pass tuning=\{'loop': \.\.\.\}"):
         portable.load("mla_decode", kv_format="fp8", loop="fragments")
     with pytest.raises(portable.InputError, match=r"kv_tile: expected one of \[0, 32, 64\], got 48"):
