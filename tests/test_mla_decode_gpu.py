@@ -5,7 +5,7 @@ import torch
 
 import portable
 from portable.device import device_target
-from portable.kernels.mla_decode import ERROR_BARS, compare
+from portable.kernels.mla_decode import ERROR_BARS, FP8_PRODUCTS_AUTO, compare
 from portable.kernels.mla_decode.reference import make_mla_inputs, mla_reference
 from portable.timing import capture
 
@@ -146,7 +146,7 @@ def test_fp8_products_match_reference(fmt):
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 def test_fp8_products_with_two_q_parts_match_reference(fmt):
     """mma="fp8x2" (Q as two e4m3 parts: bf16's precision; P e4m3) within max abs 1e-2 where
-    every sequence is FP8X2_PRODUCTS_FROM_KV long (what "auto" asks): causal, partial tiles,
+    every sequence is FP8_PRODUCTS_FROM_KV long (what "auto" asks of the fp8 cache): causal, partial tiles,
     h = 128, paged, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
@@ -193,13 +193,13 @@ def test_mxfp4_fp8_products_with_two_decoding_warpgroups(mma):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-@pytest.mark.parametrize("loop,decoders", [("heads", 0), ("heads", 2), ("tile", 0)])
-def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders):
+@pytest.mark.parametrize("loop,decoders,mma", [("heads", 0, "fp8x2"), ("heads", 2, "fp8x2"), ("heads", 2, "fp8"), ("tile", 0, "fp8x2")])
+def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders, mma):
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
     the rest (the decode's converter path, exact) and one 18 under (rounded in e4m3); split
     into chunks and whole; on the heads loop (one or two decoding warpgroups) and on the tile
-    loop (every other target's)."""
+    loop (every other target's); one Q part as "auto" runs it."""
     if loop == "heads" and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     lens = [4096, 3000, 1500]
@@ -213,13 +213,13 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders):
     codes[:, 3] -= 12
     codes[:, 11] -= 18
     inputs["kv_scale"] = codes.clamp(1, 254).to(torch.uint8)
-    mla = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"loop": loop, "decoders": decoders})
+    mla = portable.load("mla_decode", kv_format="mxfp4", mma=mma, tuning={"loop": loop, "decoders": decoders})
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     for batch in (inputs, {**inputs, "q": inputs["q"][:4], "qo_indptr": inputs["qo_indptr"][:2], "kv_indptr": inputs["kv_indptr"][:2]}):
         plan = mla.plan(batch["qo_indptr"], batch["kv_indptr"], 16)
         out, lse = mla(**batch, plan=plan, return_lse=True)
         n = batch["q"].shape[0]
-        ok, detail = compare(out, lse, want_out[:n], want_lse[:n], *ERROR_BARS["fp8x2"])
+        ok, detail = compare(out, lse, want_out[:n], want_lse[:n], *ERROR_BARS[mma])
         assert ok, (plan.chunks, detail)
 
 
@@ -227,16 +227,17 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders):
 def test_auto_takes_fp8_products_only_on_long_sequences(fmt):
     """mma="auto" on the fp8 cache: fp8 products with Q in two e4m3 parts from 32 query rows a
     sequence (16 in a small batch of sequences of 4096 and more) where every sequence is
-    FP8X2_PRODUCTS_FROM_KV long; shorter sequences, 16 rows and small batches of shorter
-    sequences stay on bf16 products; MXFP4 the same from 32 rows in small batches too; each
-    within max abs 1e-2 and its relative L2 bar."""
+    FP8_PRODUCTS_FROM_KV long; shorter sequences, 16 rows and small batches of shorter
+    sequences stay on bf16 products; MXFP4 the same from 32 rows in small batches too, with one
+    Q part (and two decoding warpgroups); each within its bars."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     mla = portable.load("mla_decode", kv_format=fmt)
-    small16 = "fp8x2" if fmt == "fp8" else "auto"          # (16 rows in a small batch: MXFP4's twin loop)
-    for lens, q_len, h, want in (([4096, 8192], 4, 16, "fp8x2"), ([4096, 8192], 2, 16, "fp8x2"), ([1024, 2000] * 4, 4, 32, "fp8x2"),
+    fp8 = FP8_PRODUCTS_AUTO[fmt]
+    small16 = fp8 if fmt == "fp8" else "auto"              # (16 rows in a small batch: MXFP4's twin loop)
+    for lens, q_len, h, want in (([4096, 8192], 4, 16, fp8), ([4096, 8192], 2, 16, fp8), ([1024, 2000] * 4, 4, 32, fp8),
                                  ([1024, 2000], 4, 32, "auto"), (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, "auto"),
-                                 ([8192, 4096], 1, 16, small16), ([4096] * 8, 1, 32, "fp8x2")):
+                                 ([8192, 4096], 1, 16, small16), ([4096] * 8, 1, 32, fp8), ([1024] * 64, 4, 32, fp8)):
         inputs = make_mla_inputs(lens, q_len, h, fmt, seed=1, device="cuda")
         plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
         assert mla.for_plan(plan).params["mma"] == want, (lens, q_len, h)
