@@ -5,7 +5,7 @@ FlashInfer's time; then the kernels of one call and their GPU times (torch.profi
 shapes. With --caches: the fp8 and MXFP4 caches at the same shapes on "auto" and on the heads
 loop with bf16 and fp8x2 products, against the bf16 cache's "auto" in the same run.
 
-    python bench/mla_small_batch.py [--out DIR] [--caches]
+    python bench/mla_small_batch.py [--out DIR] [--caches] [--shapes N,...]
 """
 from __future__ import annotations
 
@@ -47,14 +47,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--caches", action="store_true", help="time the quantized caches' loop choices instead")
+    ap.add_argument("--shapes", default="", help="indices into SHAPES, comma-separated (default: all)")
     args = ap.parse_args()
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
     if args.caches:
         return caches(args.out)
     k = portable.load("mla_decode", kv_format="bf16")
     tile = portable.load("mla_decode", kv_format="bf16", tuning={"loop": "tile"})
     fi = peers.FlashInferMLA() if peers.available("flashinfer") else None
     rows = []
-    for shape in SHAPES:
+    for shape in shapes:
         sets = input_sets(k, shape)
         row = {"shape": label(shape), "loop": k.for_plan(sets[0]["plan"]).tiles("sm_90a")["loop"]}
         for split in SPLITS:
@@ -69,7 +71,7 @@ def main():
             row["flashinfer"] = statistics.median(_time_rotating(fi, sets, 30))
         rows.append(row)
         print(" ".join(f"{key}={v:.1f}" if isinstance(v, float) else f"{key}={v}" for key, v in row.items()), flush=True)
-    for shape in (SHAPES[4], SHAPES[0]):
+    for shape in (SHAPES[7], SHAPES[4], SHAPES[0]):
         inputs = k.make_inputs(shape, 0)
         k.run(inputs)
         torch.cuda.synchronize()

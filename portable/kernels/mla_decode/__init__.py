@@ -55,8 +55,9 @@ FP8_PRODUCTS_FORMATS = ("fp8", "mxfp4")     # the caches they take (MXFP4 decode
 # max abs 1e-2: 1.4e-2 at 256 rows, 8.7e-3 at 512 in bench/mla_fp8_numerics.py)
 FP8_PRODUCTS_FROM_KV = 1024
 # ... with these Q parts. Against attention over the latents before they were quantized
-# (bench/mla_fp8_numerics.py), the fp8 cache's own relative L2 error of 1.5% grows to 1.9% with
-# two e4m3 Q parts and to 3.2% with one; MXFP4's 7-13% grows by 0.1 and 0.4-0.5 points
+# (bench/mla_fp8_numerics.py), the fp8 cache's own relative L2 error of 1.5-3.0% grows to
+# 1.9-3.6% with two e4m3 Q parts and to 3.2-4.7% with one; MXFP4's 7-13.5% grows by at most
+# 0.2 points with two and 0.55 with one
 FP8_PRODUCTS_AUTO = {"fp8": "fp8x2", "mxfp4": "fp8"}
 # the error bars (max abs, relative L2) each products' path is checked against, on the test
 # inputs (random rows whose weighted mean nearly cancels: |out| <= 0.36): e4m3 P moves the
@@ -424,7 +425,7 @@ class MLADecode(Kernel):
         if total_q == 0:
             return (out, lse) if return_lse else out
         if plan.chunks > 1:
-            partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=torch.float32)
+            partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=torch.bfloat16)
             partial_ml = torch.empty(plan.chunks, total_q, heads, 2, device=dev, dtype=torch.float32)
         else:
             partial_o = partial_ml = out      # never written: every row has one chunk
@@ -541,7 +542,8 @@ def _unplanned(inputs: dict) -> dict:
 
 def compare(out, lse, want_out, want_lse, atol: float = 1e-2, rtol_l2: float = 1e-2) -> tuple[bool, str]:
     """The issue's bar: max abs error <= 1e-2 and relative L2 <= 1e-2; LSE finite where the
-    reference is, -inf where it is; no NaN anywhere. The max abs error is counted beyond the
+    reference is, -inf where it is, within atol elsewhere (one e4m3 Q part moves it by up to
+    9.4e-3 in bench/mla_fp8_numerics.py); no NaN anywhere. The max abs error is counted beyond the
     rounding of the bf16 output itself: an output of 4 or more has a half-ulp of 2^-6 > 1e-2
     (a length-1 sequence returns its V row, up to ~4 in the fp8 test cache, and the one
     rounding of that row missed 1e-2 by itself on the H100)."""
@@ -552,11 +554,13 @@ def compare(out, lse, want_out, want_lse, atol: float = 1e-2, rtol_l2: float = 1
     err = (raw - bf16_half_ulp(w)).clamp_min(0).max().item() if o.numel() else 0.0
     rel = ((o - w).norm() / w.norm().clamp_min(1e-30)).item() if o.numel() else 0.0
     finite = torch.isfinite(want_lse)
-    lse_ok = torch.equal(torch.isfinite(lse), finite) and (
-        not finite.any() or (lse[finite] - want_lse[finite]).abs().max().item() < 1e-2)
+    same_inf = torch.equal(torch.isfinite(lse), finite)
+    lse_err = (lse[finite] - want_lse[finite]).abs().max().item() if same_inf and finite.any() else 0.0
+    lse_ok = same_inf and lse_err < atol
     ok = err <= atol and rel <= rtol_l2 and lse_ok
     raw_max = raw.max().item() if o.numel() else 0.0
-    return ok, f"max abs {err:.2e} beyond bf16 rounding ({raw_max:.2e} raw), rel L2 {rel:.2e}, lse {'ok' if lse_ok else 'WRONG'}"
+    return ok, (f"max abs {err:.2e} beyond bf16 rounding ({raw_max:.2e} raw), rel L2 {rel:.2e}, "
+                f"lse {'max abs %.2e' % lse_err if same_inf else 'WRONG where the reference is -inf or finite'}")
 
 
 def _regions(**sizes: int) -> dict:
