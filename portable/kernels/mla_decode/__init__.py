@@ -425,7 +425,7 @@ class MLADecode(Kernel):
         if total_q == 0:
             return (out, lse) if return_lse else out
         if plan.chunks > 1:
-            partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=torch.bfloat16)
+            partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=torch.float32)
             partial_ml = torch.empty(plan.chunks, total_q, heads, 2, device=dev, dtype=torch.float32)
         else:
             partial_o = partial_ml = out      # never written: every row has one chunk
