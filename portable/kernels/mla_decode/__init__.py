@@ -55,8 +55,8 @@ FP8_PRODUCTS_FORMATS = ("fp8", "mxfp4")     # the caches they take (MXFP4 decode
 # max abs 1e-2: 1.4e-2 at 256 rows, 8.7e-3 at 512 in bench/mla_fp8_numerics.py)
 FP8_PRODUCTS_FROM_KV = 1024
 # ... with these Q parts. Against attention over the latents before they were quantized
-# (bench/mla_fp8_numerics.py), the fp8 cache's own relative L2 error of 1.5-3.0% grows to
-# 1.9-3.6% with two e4m3 Q parts and to 3.2-4.7% with one; MXFP4's 7-13.5% grows by at most
+# (bench/mla_fp8_numerics.py), the fp8 cache's own relative L2 error of 1.5-3.2% grows to
+# 1.9-3.7% with two e4m3 Q parts and to 3.2-4.7% with one; MXFP4's 7-13.5% grows by at most
 # 0.2 points with two and 0.55 with one
 FP8_PRODUCTS_AUTO = {"fp8": "fp8x2", "mxfp4": "fp8"}
 # the error bars (max abs, relative L2) each products' path is checked against, on the test
