@@ -87,12 +87,11 @@ def main():
                                      kv_scale=inp["kv_scale"], sm_scale=inp["sm_scale"], out_dtype=torch.float32)
         out_max = max(out_max, ref.abs().max().item())
         keys_all = dequantize_kv(inp["kv"], inp["kv_scale"])
+        rows = [(slice(b * args.q_len, (b + 1) * args.q_len), slice(b * args.L, (b + 1) * args.L)) for b in range(args.B)]
+        truths = [attend(inp["q"][qs], latents[ks], inp["sm_scale"], "bf16", "fp32")[0] for qs, ks in rows]
         for name, (q_mode, p_mode) in variants.items():
-            for b in range(args.B):
-                qs = slice(b * args.q_len, (b + 1) * args.q_len)
-                keys = keys_all[b * args.L:(b + 1) * args.L]
-                out, lse = attend(inp["q"][qs], keys, inp["sm_scale"], q_mode, p_mode)
-                truth, _ = attend(inp["q"][qs], latents[b * args.L:(b + 1) * args.L], inp["sm_scale"], "bf16", "fp32")
+            for (qs, ks), truth in zip(rows, truths):
+                out, lse = attend(inp["q"][qs], keys_all[ks], inp["sm_scale"], q_mode, p_mode)
                 worst[name][0] = max(worst[name][0], (out - ref[qs]).abs().max().item())
                 worst[name][1] = max(worst[name][1], (lse - ref_lse[qs]).abs().max().item())
                 worst[name][2] = max(worst[name][2], ((out - ref[qs]).norm() / ref[qs].norm()).item())
