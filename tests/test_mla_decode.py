@@ -210,6 +210,21 @@ def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
     assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": loop}))
 
 
+def test_scorer_with_q_in_registers_compiles():
+    """scores="regs": 32 MMAs 64 x 64 with Q from registers and 4 from shared memory for S, 4 P V
+    MMAs (one copy of the code for both O warpgroups), 12 warps, no spills and no serialized
+    wgmma (setmaxnreg honoured: ptxas drops it, and spills, where the warpgroups' counts do not
+    fit their code), three KV stages beside Q's rope slab inside sm_90a's shared memory."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "scores": "regs"}).for_heads(32, "sm_90a", 4, 8192)
+    r = k.report("sm_90a")
+    assert r["instructions"]["hgmma"] == 32 + 4 + 4 and r["spill_bytes"] == 0, r
+    assert k.block_threads("sm_90a") == 384
+    assert k.dynamic_smem("sm_90a") == 64 * 64 * 2 + 3 * 64 * 576 * 2 + 3 * 64 * 4 + 64 * 4
+    assert "'setmaxnreg' ignored" not in k.binary("sm_90a").log
+    assert_wgmma_pipelined(k)
+
+
 def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
     """scores="one" (the bf16 cache's default on the heads loop): 36 MMAs 64 x 64 for S (the
     first tile and the loop's), P V on both warpgroups (4 each), no spills, no serialized wgmma,

@@ -107,12 +107,13 @@ def test_heads_loop_matches_reference(fmt):
 
 
 def test_one_scoring_warpgroup_matches_reference():
-    """The bf16 cache's heads loop both ways: scores="one" (the default: warpgroup 0 scores
-    whole tiles, warpgroup 1 copies, both multiply P V; named barriers between them) and
-    "halves": the heads loop's cases, a sequence of one tile and one split into chunks."""
+    """The bf16 cache's heads loop every way: scores="one" (the default: warpgroup 0 scores
+    whole tiles, warpgroup 1 copies, both multiply P V; named barriers between them), "regs"
+    (Q in the scorer's registers, two O warpgroups that copy, three stages) and "halves": the
+    heads loop's cases, a sequence of one tile and one split into chunks."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    for scores in ("one", "halves"):
+    for scores in ("one", "regs", "halves"):
         knobs = {"loop": "heads", "scores": scores}
         run_and_compare("bf16", RAGGED, 1, 128, **knobs)
         run_and_compare("bf16", RAGGED, 4, 16, **knobs)

@@ -114,9 +114,11 @@ class MLADecode(Kernel):
         "stages": Choice((0, 2, 3), 0),          # the KV ring depth of the fragments loop and of fp8 products
         # the bf16 cache's heads loop: "halves" (each warpgroup scores half the tile's columns,
         # mla_decode_heads.j2) or "one" (warpgroup 0 scores all of them while warpgroup 1
-        # copies, both multiply P V; mla_decode_heads_one.j2). (The fp8 products' loop always
-        # scores on one warpgroup.)
-        "scores": Choice(("", "halves", "one"), ""),
+        # copies, both multiply P V; mla_decode_heads_one.j2) or "regs" (warpgroup 0 scores with
+        # Q in its registers, two more warpgroups hold O's halves and copy; 12 warps, three KV
+        # stages; mla_decode_heads_regs.j2). (The fp8 products' loop always scores on one
+        # warpgroup.)
+        "scores": Choice(("", "halves", "one", "regs"), ""),
         # MXFP4 on fp8 products (heads loop): warpgroups decoding the cache, 2: a third warpgroup
         # beside the copying one (12 warps; registers moved to the MMA warpgroups by setmaxnreg)
         "decoders": Choice((0, 1, 2), 0),
@@ -153,6 +155,8 @@ class MLADecode(Kernel):
                 t[key] = self.tuning[key]
         if t["loop"] != "heads" or self.params["kv_format"] != "bf16" or self.params["mma"] in FP8_PRODUCTS:
             t["scores"] = ""                    # (a choice of the bf16 cache's heads loop only)
+        if t["scores"] == "regs":
+            t["warps"] = 12                     # the scoring warpgroup and O's two halves
         if self._mx_heads_fp8(t):
             t["warps"] = 4 + 4 * t["decoders"]  # the scoring warpgroup and the decoding ones
         else:
@@ -252,8 +256,8 @@ class MLADecode(Kernel):
         if self.params["kv_format"] not in formats:
             raise InputError(f"loop: {loop!r} is written for kv_format {' and '.join(map(repr, formats))}, "
                              f"got {self.params['kv_format']!r} (use 'tile')")
-        if self._mx_heads_fp8(t):
-            shape = {**shape, "warps": t["warps"]}      # (set by the decoders knob)
+        if self._mx_heads_fp8(t) or t["scores"] == "regs":
+            shape = {**shape, "warps": t["warps"]}      # (set by the decoders and scores knobs)
         if any(t[k] != v for k, v in shape.items()):
             raise InputError(f"loop: {loop!r} takes {', '.join(f'{k} {v}' for k, v in shape.items())}; got {t}")
 
@@ -286,6 +290,10 @@ class MLADecode(Kernel):
                 v_bufs = 1
             return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest(v_bufs)), "stage": tile, "kv_tiles": k_tiles,
                     "v_bufs": v_bufs, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
+        if t["loop"] == "heads" and t["scores"] == "regs":
+            # Q's rope slab (its dims 0..511 live in registers), three KV stages (P over each
+            # stage's rope slab), [tile % 3][row] rescale factors, row sums
+            return {**_regions(q=64 * (D - DV) * 2, kv=3 * 64 * D * 2, alpha=3 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
         if t["loop"] == "heads" and t["scores"] == "one":
             # Q and two KV stages (P over each stage's rope slab), [tile % 2][row] rescale factors, row sums
             return {**_regions(q=64 * D * 2, kv=2 * 64 * D * 2, alpha=2 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
