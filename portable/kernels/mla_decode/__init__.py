@@ -291,9 +291,9 @@ class MLADecode(Kernel):
             return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest(v_bufs)), "stage": tile, "kv_tiles": k_tiles,
                     "v_bufs": v_bufs, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads" and t["scores"] == "regs":
-            # Q's rope slab (its dims 0..511 live in registers), three KV stages (P over each
-            # stage's rope slab), [tile % 3][row] rescale factors, row sums
-            return {**_regions(q=64 * (D - DV) * 2, kv=3 * 64 * D * 2, alpha=3 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
+            # Q's rope slab and its dims 496..511 (the rest live in registers), three KV stages
+            # (P over each stage's rope slab), [tile % 3][row] maxima, row sums: 227 KB to the byte
+            return {**_regions(q=64 * (D - DV) * 2, q2=64 * 16 * 2, kv=3 * 64 * D * 2, max=3 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
         if t["loop"] == "heads" and t["scores"] == "one":
             # Q and two KV stages (P over each stage's rope slab), [tile % 2][row] rescale factors, row sums
             return {**_regions(q=64 * D * 2, kv=2 * 64 * D * 2, alpha=2 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
