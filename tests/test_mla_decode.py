@@ -128,7 +128,7 @@ def test_heads_loop_for_bf16_from_16_rows():
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
     assert MLADecode(kv_format="mxfp4", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
-    assert big.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 2 * 64 * 4 + 64 * 4           # scores="one"
+    assert big.dynamic_smem("sm_90a") == 232448                                         # scores="regs"
     halves = MLADecode(kv_format="bf16", tuning={"scores": "halves"}).for_heads(128, "sm_90a")
     assert halves.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
     with pytest.raises(portable.InputError, match="written for kv_format 'fp8' and 'mxfp4'"):
@@ -232,7 +232,7 @@ def test_scorer_with_q_in_registers_compiles():
 
 
 def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
-    """scores="one" (the bf16 cache's default on the heads loop): 36 MMAs 64 x 64 for S (the
+    """scores="one" (the bf16 cache's heads loop with Q in shared memory): 36 MMAs 64 x 64 for S (the
     first tile and the loop's), P V on both warpgroups (4 each), no spills, no serialized wgmma,
     P over the stages' rope slabs (no P region); the knob refused before any launch off the bf16
     cache's heads loop on bf16 products."""
@@ -242,7 +242,7 @@ def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
     assert r["instructions"]["hgmma"] == 2 * 36 + 2 * 4 and r["spill_bytes"] == 0, r
     assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 * 2 + 2 * 64 * 4 + 64 * 4
     assert_wgmma_pipelined(k)
-    assert MLADecode(kv_format="bf16").for_heads(32, "sm_90a", 4, 8192).tiles("sm_90a")["scores"] == "one"
+    assert MLADecode(kv_format="bf16").for_heads(32, "sm_90a", 4, 8192).tiles("sm_90a")["scores"] == "regs"
     for fmt, mma, loop in (("fp8", "bf16", "heads"), ("bf16", "auto", "tile"), ("mxfp4", "fp8x2", "heads")):
         with pytest.raises(portable.InputError, match="scores: a knob of the bf16 cache's heads loop on bf16 products"):
             MLADecode(kv_format=fmt, mma=mma, tuning={"loop": loop, "scores": "one"}).source("sm_90a")

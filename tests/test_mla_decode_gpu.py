@@ -107,10 +107,10 @@ def test_heads_loop_matches_reference(fmt):
 
 
 def test_one_scoring_warpgroup_matches_reference():
-    """The bf16 cache's heads loop every way: scores="one" (the default: warpgroup 0 scores
-    whole tiles, warpgroup 1 copies, both multiply P V; named barriers between them), "regs"
-    (Q in the scorer's registers, two O warpgroups that copy, three stages) and "halves": the
-    heads loop's cases, a sequence of one tile and one split into chunks."""
+    """The bf16 cache's heads loop every way: scores="regs" (the default: Q in the scorer's
+    registers, two O warpgroups that copy, three stages), "one" (warpgroup 0 scores whole tiles,
+    warpgroup 1 copies, both multiply P V; named barriers between them) and "halves": the heads
+    loop's cases, a sequence of one tile and one split into chunks."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     for scores in ("one", "regs", "halves"):
