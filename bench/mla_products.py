@@ -26,10 +26,11 @@ SHAPES = [{"B": 128, "L": 8192, "q_len": 4, "h": 32}, {"B": 128, "L": 8192, "q_l
           {"B": 128, "L": 8192, "q_len": 1, "h": 128}, {"B": 128, "L": 8192, "q_len": 1, "h": 32},
           {"B": 4, "L": 8192, "q_len": 4, "h": 32}, {"B": 128, "L": 1024, "q_len": 4, "h": 32},
           {"B": 128, "L": 8192, "q_len": 1, "h": 16}, {"B": 4, "L": 1024, "q_len": 4, "h": 32},
-          # (10..14: shorter chunks, where the bf16 heads loop's prologue counts)
+          # (10..16: shorter chunks, where the loops' prologues count)
           {"B": 32, "L": 1024, "q_len": 4, "h": 16}, {"B": 32, "L": 1024, "q_len": 4, "h": 32},
           {"B": 4, "L": 8192, "q_len": 4, "h": 16}, {"B": 32, "L": 8192, "q_len": 4, "h": 16},
-          {"B": 4, "L": 1024, "q_len": 1, "h": 16}]
+          {"B": 4, "L": 1024, "q_len": 1, "h": 16}, {"B": 32, "L": 1024, "q_len": 1, "h": 16},
+          {"B": 128, "L": 1024, "q_len": 1, "h": 32}]
 
 
 def label(shape: dict) -> str:
