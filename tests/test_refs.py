@@ -264,6 +264,9 @@ def test_mla_argument_errors():
     fp8 = make_mla_inputs([4], h=1, kv_format="fp8", seed=0)
     with pytest.raises(InputError, match="kv_scale: expected one fp32 per-tensor scale"):
         mla_reference(**dict(fp8, kv_scale=None))
+    for bad in (-0.1, 0.0, float("nan"), "0.1"):
+        with pytest.raises(InputError, match="sm_scale: expected a positive finite number"):
+            mla_reference(**dict(inp, sm_scale=bad))
     paged = make_mla_inputs([70], h=1, seed=0, page_size=64)
     with pytest.raises(InputError, match="kv_indices: expected at least 2 pages"):
         mla_reference(**dict(paged, kv_indices=paged["kv_indices"][:, :1]))

@@ -21,7 +21,6 @@ the two indptr arrays on the host (one small copy when they live on the GPU).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -484,7 +483,7 @@ class MLADecode(Kernel):
                 raise InputError(f"{name}: expected a tensor on cuda:{plan.device_index} (the plan's device), got {t.device}")
             if not t.is_contiguous():
                 raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
-        return 1 / math.sqrt(D) if sm_scale is None else float(sm_scale)
+        return ref.scores_scale(sm_scale)
 
     # --- reference, cost and benchmark face -------------------------------------------
     reference = staticmethod(ref.mla_reference)

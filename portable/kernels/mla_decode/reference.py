@@ -310,4 +310,14 @@ def _check(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scal
         num_pages = kv.shape[0] // page_size
         if used.numel() and not (0 <= int(used.min()) and int(used.max()) < num_pages):
             raise InputError(f"kv_indices: expected page ids in [0, {num_pages}), got [{int(used.min())}, {int(used.max())}]")
-    return 1 / math.sqrt(D_QK) if sm_scale is None else float(sm_scale)
+    return scores_scale(sm_scale)
+
+
+def scores_scale(sm_scale) -> float:
+    """sm_scale checked (a positive finite number: the kernels take each row's maximum of the
+    unscaled scores, which only a positive scale keeps), or the default 1/sqrt(576)."""
+    if sm_scale is None:
+        return 1 / math.sqrt(D_QK)
+    if isinstance(sm_scale, bool) or not (isinstance(sm_scale, (int, float)) and 0 < sm_scale < math.inf):
+        raise InputError(f"sm_scale: expected a positive finite number (the scores' scale), got {sm_scale!r}")
+    return float(sm_scale)
