@@ -79,7 +79,7 @@ def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
     validated over its closed set."""
     assert list(MLADecode.PARAMS) == ["kv_format", "mma"]
     assert set(MLADecode.TUNING) == {"kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens",
-                                      "loop", "stages", "scores", "decoders"}
+                                      "loop", "stages", "scores", "decoders", "copies"}
     with pytest.raises(portable.InputError, match=r"loop: a tuning knob .* pass tuning=\{'loop': \.\.\.\}"):
         portable.load("mla_decode", kv_format="fp8", loop="fragments")
     with pytest.raises(portable.InputError, match=r"kv_tile: expected one of \[0, 32, 64\], got 48"):
@@ -128,7 +128,7 @@ def test_heads_loop_for_bf16_from_16_rows():
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
     assert MLADecode(kv_format="mxfp4", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
-    assert big.dynamic_smem("sm_90a") == 232448                                         # scores="regs"
+    assert big.dynamic_smem("sm_90a") == 232192                                         # scores="regs"
     halves = MLADecode(kv_format="bf16", tuning={"scores": "halves"}).for_heads(128, "sm_90a")
     assert halves.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
     with pytest.raises(portable.InputError, match="written for kv_format 'fp8' and 'mxfp4'"):
@@ -210,21 +210,35 @@ def test_wgmma_pipeline_not_serialized(fmt, loop, mma):
     assert_wgmma_pipelined(portable.load("mla_decode", kv_format=fmt, mma=mma, tuning={"loop": loop}))
 
 
-def test_scorer_with_q_in_registers_compiles():
+@pytest.mark.parametrize("copies", ["cp.async", "tensor"])
+def test_scorer_with_q_in_registers_compiles(copies):
     """scores="regs": 31 MMAs 64 x 64 with Q from registers and 5 from shared memory for S, 4 P V
     MMAs (one copy of the code for both O warpgroups), 12 warps, no spills and no serialized
     wgmma; setmaxnreg honoured (ptxas drops it, and spills, where a warpgroup's count does not
     fit its code) and within the pool the launch holds (setmaxnreg.inc waits for registers the
     others gave back: asking for more than the launch's 3 x its count hangs the block); three
-    KV stages beside Q's slab and k-step in shared memory, sm_90a's 227 KB to the byte."""
+    KV stages beside Q's slab and k-step in shared memory (and the tensor copies' three
+    mbarriers), within sm_90a's 227 KB. The tensor copies: nine box copies a tile and no
+    cp.async of the cache (only Q's: 16-byte LDGSTS)."""
     toolchain_or_skip(nvrtc.available())
-    k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "scores": "regs"}).for_heads(32, "sm_90a", 4, 8192)
+    k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "scores": "regs", "copies": copies}).for_heads(32, "sm_90a", 4, 8192)
     r = k.report("sm_90a")
     assert r["instructions"]["hgmma"] == 31 + 5 + 4 and r["spill_bytes"] == 0, r
     assert k.block_threads("sm_90a") == 384
-    assert k.dynamic_smem("sm_90a") == 64 * 80 * 2 + 3 * 64 * 576 * 2 + 3 * 64 * 4 + 64 * 4 == 232448
+    bars = 3 * 8 if copies == "tensor" else 0
+    assert k.dynamic_smem("sm_90a") == 64 * 80 * 2 + 3 * 64 * 576 * 2 + 3 * 64 * 4 + bars <= 232448
     assert_register_pool(k, raised=1, lowered=2)          # the scorer up, the O warpgroups down
     assert_wgmma_pipelined(k)
+    sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
+    box_copies, cp_async = sass.count("UTMALDG"), sass.count("LDGSTS")
+    assert (box_copies, cp_async) == ((4 * 9, 6) if copies == "tensor" else (0, 6 + 72)), (box_copies, cp_async)
+
+
+def test_tensor_copies_are_refused_off_the_regs_loop():
+    """copies: a knob of the "regs" loop alone, refused before any launch elsewhere."""
+    for fmt, knobs in (("bf16", {"loop": "heads", "scores": "one"}), ("fp8", {"loop": "heads"}), ("bf16", {"loop": "tile"})):
+        with pytest.raises(portable.InputError, match="copies: a knob of the bf16 cache's \"regs\" heads loop"):
+            MLADecode(kv_format=fmt, tuning={**knobs, "copies": "tensor"}).source("sm_90a")
 
 
 def test_register_pool_check_catches_the_hang(monkeypatch):

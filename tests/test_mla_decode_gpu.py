@@ -125,6 +125,32 @@ def test_one_scoring_warpgroup_matches_reference():
         assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+def test_tensor_copies_match_reference():
+    """scores="regs" with copies="tensor" (one thread asks the copy engine for each tile): the
+    heads loop's cases; 64- and 128-row pages with NaN in the unused pages, and NaN in the cache
+    rows past the last sequence (a chunk's last tile brings them in, and its V rows must become
+    zeros); 1-row pages, which take cp.async copies."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    knobs = {"loop": "heads", "scores": "regs", "copies": "tensor"}
+    run_and_compare("bf16", RAGGED, 1, 128, **knobs)
+    run_and_compare("bf16", RAGGED, 4, 16, **knobs)
+    run_and_compare("bf16", RAGGED, 3, 16, **knobs)
+    run_and_compare("bf16", [8192], 4, 32, **knobs)
+    run_and_compare("bf16", [40, 64, 128], 1, 64, **knobs)
+    for page_size in (64, 128, 1):
+        run_and_compare("bf16", [65, 4097, 1, 0, 300], 2, 32, page_size=page_size, **knobs)
+    inputs = make_mla_inputs([65, 1, 130], 2, 32, "bf16", seed=torch.seed() % (1 << 31), device="cuda")
+    want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
+    inputs["kv"] = torch.cat([inputs["kv"], torch.full((100, 576), float("nan"), device="cuda", dtype=torch.bfloat16)])
+    mla = portable.load("mla_decode", kv_format="bf16", tuning=knobs)
+    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
+    assert mla.for_plan(plan).tiles(device_target(torch.cuda.current_device()).name)["copies"] == "tensor"
+    out, lse = mla(**inputs, plan=plan, return_lse=True)
+    ok, detail = compare(out, lse, want_out, want_lse)
+    assert ok, detail
+
+
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 def test_fp8_products_match_reference(fmt):
     """mma="fp8" (Q and P rounded to e4m3, both products on the fp8 matrix path; opt-in) within

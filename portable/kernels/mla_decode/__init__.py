@@ -63,6 +63,7 @@ FP8_PRODUCTS_AUTO = {"fp8": "fp8x2", "mxfp4": "fp8"}
 # relative L2 to 1-2.3%; one e4m3 Q part moves it to 2.6-3.4% and the max abs to 7e-3..1.6e-2
 # (the top at L 1024; bench/NOTES.md, issue 40's numerics)
 ERROR_BARS = {"bf16": (1e-2, 1e-2), "fp8x2": (1e-2, 5e-2), "fp8": (2e-2, 5e-2)}
+NO_MAP = bytes(128)     # the tensor-map argument of loops that copy by cp.async or loads
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,14 @@ class MLADecode(Kernel):
         # MXFP4 on fp8 products (heads loop): warpgroups decoding the cache, 2: a third warpgroup
         # beside the copying one (12 warps; registers moved to the MMA warpgroups by setmaxnreg)
         "decoders": Choice((0, 1, 2), 0),
+        # the "regs" loop's KV copies: "cp.async" (16 bytes a thread, the O warpgroups' 256
+        # threads) or "tensor" (one thread asks the copy engine for each tile's nine 64-dim
+        # slabs through a tensor map of the cache; pages of 64 rows or a multiple, or none: other
+        # page sizes take cp.async)
+        "copies": Choice(("", "cp.async", "tensor"), ""),
     }
-    SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
+    # ... the last argument: the cache's tensor map where copies="tensor", 128 zero bytes elsewhere
+    SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32", "tmap")
     OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"kv_format": f} for f in ("bf16", "fp8", "mxfp4")]
@@ -149,13 +156,16 @@ class MLADecode(Kernel):
         t.setdefault("stages", 2)
         t.setdefault("scores", "halves")
         t.setdefault("decoders", 1)
-        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores", "decoders"):
+        t.setdefault("copies", "cp.async")
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores", "decoders", "copies"):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         if t["loop"] != "heads" or self.params["kv_format"] != "bf16" or self.params["mma"] in FP8_PRODUCTS:
             t["scores"] = ""                    # (a choice of the bf16 cache's heads loop only)
         if t["scores"] == "regs":
             t["warps"] = 12                     # the scoring warpgroup and O's two halves
+        else:
+            t["copies"] = ""                    # (a choice of the "regs" loop only)
         if self._mx_heads_fp8(t):
             t["warps"] = 4 + 4 * t["decoders"]  # the scoring warpgroup and the decoding ones
         else:
@@ -199,12 +209,17 @@ class MLADecode(Kernel):
         fits = [t for t, least in options if loop == "heads" or (least is not None and rows >= least)]
         if not fits:
             return self
-        # (the table's own choices, "scores", stay the table's: tiles() reads them, a knob given wins)
-        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k != "scores"},
+        # (the table's own choices, "scores" and "copies", stay the table's: tiles() reads them, a knob given wins)
+        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k not in ("scores", "copies")},
                  "loop": loop or fits[0].get("loop", "")}
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
                           if knobs["row_groups"] % d == 0 and heads % (16 * d) == 0)
         knobs["tokens"] = knobs["row_groups"] // head_groups
+        return self.variant(params["mma"], **knobs)
+
+    def variant(self, mma: str | None = None, **knobs) -> "MLADecode":
+        """This kernel with the given tuning knobs (and products), made once and kept."""
+        params, knobs = {**self.params, "mma": mma or self.params["mma"]}, {**self.tuning, **knobs}
         key = (tuple(sorted(knobs.items())), params["mma"])
         variants = self.__dict__.setdefault("_variants", {})
         if key not in variants:
@@ -232,6 +247,9 @@ class MLADecode(Kernel):
         if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
+        if self.tuning["copies"] and t["scores"] != "regs":
+            raise InputError(f"copies: a knob of the bf16 cache's \"regs\" heads loop; got kv_format "
+                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, scores {t['scores']!r} (leave it out)")
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -244,7 +262,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_tile/row_groups: {t} need {layout['bytes']} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
                 "MIN_BLOCKS": t["min_blocks"], "KSPLIT": self.score_split(target), "TOKENS": t["tokens"],
-                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "DECODERS": t["decoders"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
+                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "DECODERS": t["decoders"], "COPIES": t["copies"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
 
     def _check_wgmma_loop(self, target: str, t: dict) -> None:
         """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
@@ -290,9 +308,11 @@ class MLADecode(Kernel):
             return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest(v_bufs)), "stage": tile, "kv_tiles": k_tiles,
                     "v_bufs": v_bufs, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads" and t["scores"] == "regs":
-            # Q's rope slab and its dims 496..511 (the rest live in registers), three KV stages
-            # (P over each stage's rope slab), [tile % 3][row] maxima, row sums: 227 KB to the byte
-            return {**_regions(q=64 * (D - DV) * 2, q2=64 * 16 * 2, kv=3 * 64 * D * 2, max=3 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
+            # Q's rope slab and its dims 496..511 (the rest live in registers; the rows' sums go
+            # there at the end), three KV stages (P over each stage's rope slab), [tile % 3][row]
+            # maxima, and with tensor copies the stages' mbarriers: 227 KB but 232 bytes
+            return {**_regions(q=64 * (D - DV) * 2, q2=64 * 16 * 2, kv=3 * 64 * D * 2, max=3 * 64 * 4,
+                               bar=3 * 8 if t["copies"] == "tensor" else 0), "stage": 64 * D * 2}
         if t["loop"] == "heads" and t["scores"] == "one":
             # Q and two KV stages (P over each stage's rope slab), [tile % 2][row] rescale factors, row sums
             return {**_regions(q=64 * D * 2, kv=2 * 64 * D * 2, alpha=2 * 64 * 4, l=64 * 4), "stage": 64 * D * 2}
@@ -416,6 +436,8 @@ class MLADecode(Kernel):
             self.check_layout(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale)
             plan = self.plan(qo_indptr, kv_indptr, q.shape[1], q.device if q.device.type == "cuda" else None)
         kernel = self.for_plan(plan)
+        if kernel.tiles(device_target(plan.device_index).name)["copies"] == "tensor" and kv_indices is not None and page_size % 64:
+            kernel = kernel.variant(copies="cp.async")      # a tile's rows span pages: the copy engine takes whole tiles
         if kernel is not self:
             return kernel(q, kv, qo_indptr, kv_indptr, kv_scale, kv_indices, page_size, sm_scale, return_lse, plan, out)
         sm_scale = self.check_with_plan(q, kv, kv_scale, kv_indices, page_size, sm_scale, plan)
@@ -440,10 +462,13 @@ class MLADecode(Kernel):
         scales = kv_scale.data_ptr() if fmt == "mxfp4" else 0
         tensor_scale = kv_scale.data_ptr() if fmt == "fp8" else 0
         max_pages = kv_indices.shape[1] if kv_indices is not None else 0
+        # the cache as rows of 1152 bytes in 64-row x 128-byte boxes, swizzled as the stages hold them
+        kv_map = (launcher.runtime.tensor_map_2d(kv.data_ptr(), kv.shape[0], KV_ROW[fmt], 64, 128, swizzle128=True)
+                  if self.tiles(target)["copies"] == "tensor" else NO_MAP)
         args = (q.data_ptr(), kv.data_ptr(), scales, tensor_scale, plan.kv_indptr.data_ptr(),
                 kv_indices.data_ptr() if kv_indices is not None else 0, plan.qo_indptr.data_ptr(), plan.work.data_ptr(),
                 partial_o.data_ptr(), partial_ml.data_ptr(), out.data_ptr(), lse.data_ptr(),
-                heads, total_q, page_size, max_pages, sm_scale * LOG2E)
+                heads, total_q, page_size, max_pages, sm_scale * LOG2E, kv_map)
         launcher((plan.n_items, 1, 1), (self.block_threads(target), 1, 1), self.dynamic_smem(target), args)
         if plan.chunks > 1:
             launcher.launch_other("mla_combine", (total_q * heads, 1, 1), (128, 1, 1), 0,
@@ -456,7 +481,7 @@ class MLADecode(Kernel):
         if not isinstance(plan, MLAPlan):
             raise InputError(f"plan: expected the result of mla.plan(...), got {type(plan).__name__}")
         tiles = self.tiles(device_target(plan.device_index).name)
-        if plan.tiles != tiles:
+        if {**plan.tiles, "copies": tiles["copies"]} != tiles:       # (copies follow the page size, not the plan)
             raise InputError(f"plan: built for tiling {plan.tiles}, this kernel uses {tiles}")
         if not isinstance(q, torch.Tensor) or q.dtype is not torch.bfloat16 or tuple(q.shape) != (plan.total_q, plan.heads, D):
             got = f"{q.dtype} {tuple(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
