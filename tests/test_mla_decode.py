@@ -128,7 +128,8 @@ def test_heads_loop_for_bf16_from_16_rows():
     assert k.for_heads(128, "sm_100a").tiles("sm_100a")["loop"] == "tile"    # no [.heads] table there
     assert MLADecode(kv_format="mxfp4", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["loop"] == "tile"
     assert MLADecode(kv_format="bf16", tuning={"loop": "tile"}).for_heads(128, "sm_90a").tiles("sm_90a")["row_groups"] == 2
-    assert big.dynamic_smem("sm_90a") == 232192                                         # scores="regs"
+    assert big.dynamic_smem("sm_90a") == 232216                          # scores="regs", copies="tensor"
+    assert big.tiles("sm_90a")["copies"] == "tensor"
     halves = MLADecode(kv_format="bf16", tuning={"scores": "halves"}).for_heads(128, "sm_90a")
     assert halves.dynamic_smem("sm_90a") == 3 * 64 * 1152 + 64 * 64 * 2 + 2 * 2 * 64 * 4
     with pytest.raises(portable.InputError, match="written for kv_format 'fp8' and 'mxfp4'"):
