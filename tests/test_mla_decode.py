@@ -79,7 +79,7 @@ def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
     validated over its closed set."""
     assert list(MLADecode.PARAMS) == ["kv_format", "mma"]
     assert set(MLADecode.TUNING) == {"kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens",
-                                      "loop", "stages", "scores", "decoders", "copies"}
+                                      "loop", "stages", "scores", "decoders", "copies", "partials"}
     with pytest.raises(portable.InputError, match=r"loop: a tuning knob .* pass tuning=\{'loop': \.\.\.\}"):
         portable.load("mla_decode", kv_format="fp8", loop="fragments")
     with pytest.raises(portable.InputError, match=r"kv_tile: expected one of \[0, 32, 64\], got 48"):
@@ -233,6 +233,17 @@ def test_scorer_with_q_in_registers_compiles(copies):
     sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
     box_copies, cp_async = sass.count("UTMALDG"), sass.count("LDGSTS")
     assert (box_copies, cp_async) == ((4 * 9, 6) if copies == "tensor" else (0, 6 + 72)), (box_copies, cp_async)
+
+
+def test_bf16_partials_are_refused_off_the_bf16_heads_loops():
+    """partials: a knob of the bf16 cache's heads loops (their common epilogue stores them),
+    refused before any launch elsewhere; mla_combine reads what the loop writes."""
+    for fmt, knobs in (("fp8", {"loop": "heads"}), ("bf16", {"loop": "tile"}), ("mxfp4", {"loop": "twin"})):
+        with pytest.raises(portable.InputError, match="partials: a knob of the bf16 cache's heads loops"):
+            MLADecode(kv_format=fmt, tuning={**knobs, "partials": "bf16"}).source("sm_90a")
+    k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "partials": "bf16"})
+    combine = k.source("sm_90a").split("void mla_combine(")[1]
+    assert "const uint2 w = *reinterpret_cast<const uint2*>(po" in combine
 
 
 def test_tensor_copies_are_refused_off_the_regs_loop():

@@ -151,6 +151,20 @@ def test_tensor_copies_match_reference():
     assert ok, detail
 
 
+@pytest.mark.parametrize("scores", ["regs", "one", "halves"])
+def test_bf16_partials_match_reference(scores):
+    """partials="bf16" (the chunks' unnormalised O in bf16 for mla_combine, a quad's lanes
+    trading pairs so each stores 4 dims): sequences split into chunks at q 1 and 4, h 16..128,
+    ragged with empty and one-row sequences, a partial token group."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    knobs = {"loop": "heads", "scores": scores, "partials": "bf16"}
+    run_and_compare("bf16", [8192] * 4, 4, 32, **knobs)
+    run_and_compare("bf16", [8192, 1024, 5000], 1, 16, **knobs)
+    run_and_compare("bf16", RAGGED, 3, 16, **knobs)
+    run_and_compare("bf16", [4097, 8192], 1, 128, **knobs)
+
+
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 def test_fp8_products_match_reference(fmt):
     """mma="fp8" (Q and P rounded to e4m3, both products on the fp8 matrix path; opt-in) within

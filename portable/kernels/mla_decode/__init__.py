@@ -127,6 +127,9 @@ class MLADecode(Kernel):
         # slabs through a tensor map of the cache; pages of 64 rows or a multiple, or none: other
         # page sizes take cp.async)
         "copies": Choice(("", "cp.async", "tensor"), ""),
+        # the bf16 cache's heads loops: the chunks' unnormalised O for mla_combine in "fp32" or
+        # "bf16" (half the bytes written and read back; stored 8 bytes a lane)
+        "partials": Choice(("", "fp32", "bf16"), ""),
     }
     # ... the last argument: the cache's tensor map where copies="tensor", 128 zero bytes elsewhere
     SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32", "tmap")
@@ -157,11 +160,13 @@ class MLADecode(Kernel):
         t.setdefault("scores", "halves")
         t.setdefault("decoders", 1)
         t.setdefault("copies", "cp.async")
-        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores", "decoders", "copies"):
+        t.setdefault("partials", "fp32")
+        for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores", "decoders",
+                    "copies", "partials"):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         if t["loop"] != "heads" or self.params["kv_format"] != "bf16" or self.params["mma"] in FP8_PRODUCTS:
-            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop only)
+            t["scores"] = t["partials"] = ""    # (choices of the bf16 cache's heads loops only)
         if t["scores"] == "regs":
             t["warps"] = 12                     # the scoring warpgroup and O's two halves
         else:
@@ -209,8 +214,8 @@ class MLADecode(Kernel):
         fits = [t for t, least in options if loop == "heads" or (least is not None and rows >= least)]
         if not fits:
             return self
-        # (the table's own choices, "scores" and "copies", stay the table's: tiles() reads them, a knob given wins)
-        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k not in ("scores", "copies")},
+        # (the table's own choices, "scores", "copies" and "partials", stay the table's: tiles() reads them, a knob given wins)
+        knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k not in ("scores", "copies", "partials")},
                  "loop": loop or fits[0].get("loop", "")}
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
                           if knobs["row_groups"] % d == 0 and heads % (16 * d) == 0)
@@ -247,6 +252,9 @@ class MLADecode(Kernel):
         if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
+        if self.tuning["partials"] and not t["scores"]:
+            raise InputError(f"partials: a knob of the bf16 cache's heads loops on bf16 products; got kv_format "
+                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
         if self.tuning["copies"] and t["scores"] != "regs":
             raise InputError(f"copies: a knob of the bf16 cache's \"regs\" heads loop; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, scores {t['scores']!r} (leave it out)")
@@ -262,7 +270,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_tile/row_groups: {t} need {layout['bytes']} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
                 "MIN_BLOCKS": t["min_blocks"], "KSPLIT": self.score_split(target), "TOKENS": t["tokens"],
-                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "DECODERS": t["decoders"], "COPIES": t["copies"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
+                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "DECODERS": t["decoders"], "COPIES": t["copies"], "PARTIALS": t["partials"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
 
     def _check_wgmma_loop(self, target: str, t: dict) -> None:
         """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
@@ -454,7 +462,8 @@ class MLADecode(Kernel):
         if total_q == 0:
             return (out, lse) if return_lse else out
         if plan.chunks > 1:
-            partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=torch.float32)
+            partial_dtype = torch.bfloat16 if self.tiles(target)["partials"] == "bf16" else torch.float32
+            partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=partial_dtype)
             partial_ml = torch.empty(plan.chunks, total_q, heads, 2, device=dev, dtype=torch.float32)
         else:
             partial_o = partial_ml = out      # never written: every row has one chunk
