@@ -62,11 +62,12 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_bytes: int, swizzle128: bool = False) -> bytes:
+def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_bytes: int, swizzle: int = 0) -> bytes:
     """The driver's 128-byte tensor map of a row-major byte array (rows x row_bytes, rows
     row_bytes apart) read in boxes of box_rows x box_bytes: a box lands row after row, with
-    swizzle128 (box_bytes 128) in 8-row atoms whose 16-byte chunk c of row r sits at c ^ (r % 8)
-    (the layout of wg.desc_sw128; the destination 1024-byte aligned); an L2 miss fetching the
+    swizzle 128 (box_bytes 128) in 8-row atoms whose 16-byte chunk c of row r sits at c ^ (r % 8)
+    (wg.desc_sw128's layout), with swizzle 64 (box_bytes 64) at c ^ (r % 8 / 2) (wg.desc_sw64's;
+    the destination aligned to the atom); an L2 miss fetching the
     aligned 256 bytes (as mem.load16_l2_256 asks), zeros past the edges. Cached by its
     arguments: a call with the same array reuses it."""
     cu = _cu()
@@ -75,7 +76,8 @@ def tensor_map_2d(address: int, rows: int, row_bytes: int, box_rows: int, box_by
         cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, address,
         [u64(row_bytes), u64(rows)], [u64(row_bytes)], [u32(box_bytes), u32(box_rows)], [u32(1), u32(1)],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzle128 else cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+        {0: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE, 64: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
+         128: cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B}[swizzle],
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE), "cuTensorMapEncodeTiled")
     return ctypes.string_at(tmap.getPtr(), 128)

@@ -246,11 +246,29 @@ def test_bf16_partials_are_refused_off_the_bf16_heads_loops():
     assert "const uint2 w = *reinterpret_cast<const uint2*>(po" in combine
 
 
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_fp8_tensor_copies_compile(mma):
+    """The fp8 cache on fp8 products with copies="tensor": nine box copies a tile (two tiles in
+    the prologue, one in the loop), no cp.async, no spills, wgmma pipelined, an mbarrier a ring
+    slot beside the cp.async layout."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format="fp8", mma=mma, tuning={"loop": "heads", "copies": "tensor"}).for_heads(32, "sm_90a", 4, 8192)
+    old = MLADecode(kv_format="fp8", mma=mma, tuning={"loop": "heads", "copies": "cp.async"}).for_heads(32, "sm_90a", 4, 8192)
+    assert k.report("sm_90a")["spill_bytes"] == 0
+    assert_wgmma_pipelined(k)
+    sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
+    assert (sass.count("UTMALDG"), sass.count("LDGSTS")) == (3 * 9, 0)
+    assert k.dynamic_smem("sm_90a") == old.dynamic_smem("sm_90a") + 2 * 8
+
+
 def test_tensor_copies_are_refused_off_the_regs_loop():
-    """copies: a knob of the "regs" loop alone, refused before any launch elsewhere."""
-    for fmt, knobs in (("bf16", {"loop": "heads", "scores": "one"}), ("fp8", {"loop": "heads"}), ("bf16", {"loop": "tile"})):
-        with pytest.raises(portable.InputError, match="copies: a knob of the bf16 cache's \"regs\" heads loop"):
-            MLADecode(kv_format=fmt, tuning={**knobs, "copies": "tensor"}).source("sm_90a")
+    """copies: a knob of the "regs" loop and the fp8 cache's heads loop on fp8 products, refused
+    before any launch elsewhere (MXFP4's raw rows sit padded in shared memory, which the copy
+    engine does not do)."""
+    for fmt, mma, knobs in (("bf16", "auto", {"loop": "heads", "scores": "one"}), ("fp8", "bf16", {"loop": "heads"}),
+                            ("bf16", "auto", {"loop": "tile"}), ("mxfp4", "fp8", {"loop": "heads"})):
+        with pytest.raises(portable.InputError, match="copies: a knob of the bf16 cache's \"regs\" heads loop and of the fp8"):
+            MLADecode(kv_format=fmt, mma=mma, tuning={**knobs, "copies": "tensor"}).source("sm_90a")
 
 
 def test_register_pool_check_catches_the_hang(monkeypatch):

@@ -151,6 +151,31 @@ def test_tensor_copies_match_reference():
     assert ok, detail
 
 
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_fp8_tensor_copies_match_reference(mma):
+    """The fp8 cache on fp8 products with copies="tensor": sequences of 4096 and more (fp8
+    products' lengths) at q 4 h 16 and h 128, 64-row pages with NaN in the unused pages, 1-row
+    pages (cp.async), and NaN in the cache rows past the last sequence (V^T's columns there must
+    be zeros)."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    knobs = {"mma": mma, "loop": "heads", "copies": "tensor"}
+    run_and_compare("fp8", [4096, 8192, 5000], 4, 16, **knobs)
+    run_and_compare("fp8", [4097, 8192], 1, 128, **knobs)
+    for page_size in (64, 1):
+        run_and_compare("fp8", [4100, 6000, 8192], 2, 32, page_size=page_size, **knobs)
+    inputs = make_mla_inputs([4097, 4130], 2, 32, "fp8", seed=torch.seed() % (1 << 31), device="cuda")
+    want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
+    nan = torch.full((100, 576), float("nan"), device="cuda").to(torch.float8_e4m3fn)
+    inputs["kv"] = torch.cat([inputs["kv"], nan])
+    mla = portable.load("mla_decode", kv_format="fp8", mma=mma, tuning={"loop": "heads", "copies": "tensor"})
+    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
+    assert mla.for_plan(plan).tiles(device_target(torch.cuda.current_device()).name)["copies"] == "tensor"
+    out, lse = mla(**inputs, plan=plan, return_lse=True)
+    ok, detail = compare(out, lse, want_out, want_lse, *mla.error_bars(plan))
+    assert ok, detail
+
+
 @pytest.mark.parametrize("scores", ["regs", "one", "halves"])
 def test_bf16_partials_match_reference(scores):
     """partials="bf16" (the chunks' unnormalised O in bf16 for mla_combine, a quad's lanes

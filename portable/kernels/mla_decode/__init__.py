@@ -122,10 +122,10 @@ class MLADecode(Kernel):
         # MXFP4 on fp8 products (heads loop): warpgroups decoding the cache, 2: a third warpgroup
         # beside the copying one (12 warps; registers moved to the MMA warpgroups by setmaxnreg)
         "decoders": Choice((0, 1, 2), 0),
-        # the "regs" loop's KV copies: "cp.async" (16 bytes a thread, the O warpgroups' 256
-        # threads) or "tensor" (one thread asks the copy engine for each tile's nine 64-dim
-        # slabs through a tensor map of the cache; pages of 64 rows or a multiple, or none: other
-        # page sizes take cp.async)
+        # the KV copies of the "regs" loop and of the fp8 cache on fp8 products (heads loop):
+        # "cp.async" (16 bytes a thread) or "tensor" (one thread asks the copy engine for each
+        # tile's nine column slabs through a tensor map of the cache; pages of 64 rows or a
+        # multiple, or none: other page sizes take cp.async)
         "copies": Choice(("", "cp.async", "tensor"), ""),
         # the bf16 cache's heads loops: the chunks' unnormalised O for mla_combine in "fp32" or
         # "bf16" (half the bytes written and read back; stored 8 bytes a lane)
@@ -169,13 +169,18 @@ class MLADecode(Kernel):
             t["scores"] = t["partials"] = ""    # (choices of the bf16 cache's heads loops only)
         if t["scores"] == "regs":
             t["warps"] = 12                     # the scoring warpgroup and O's two halves
-        else:
-            t["copies"] = ""                    # (a choice of the "regs" loop only)
+        if not self._tensor_copies_fit(t):
+            t["copies"] = ""                    # (a choice of those two loops only)
         if self._mx_heads_fp8(t):
             t["warps"] = 4 + 4 * t["decoders"]  # the scoring warpgroup and the decoding ones
         else:
             t["decoders"] = 0                   # (a choice of MXFP4 on fp8 products only)
         return t
+
+    def _tensor_copies_fit(self, t: dict) -> bool:
+        """The loops whose copies may be tensor copies: "regs", and the fp8 cache on fp8 products."""
+        return t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS
+                                         and self.params["kv_format"] == "fp8")
 
     def _mx_heads_fp8(self, t: dict) -> bool:
         return t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and self.params["kv_format"] == "mxfp4"
@@ -255,9 +260,10 @@ class MLADecode(Kernel):
         if self.tuning["partials"] and not t["scores"]:
             raise InputError(f"partials: a knob of the bf16 cache's heads loops on bf16 products; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
-        if self.tuning["copies"] and t["scores"] != "regs":
-            raise InputError(f"copies: a knob of the bf16 cache's \"regs\" heads loop; got kv_format "
-                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, scores {t['scores']!r} (leave it out)")
+        if self.tuning["copies"] and not self._tensor_copies_fit(t):
+            raise InputError(f"copies: a knob of the bf16 cache's \"regs\" heads loop and of the fp8 cache's heads loop on "
+                             f"fp8 products; got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r}, "
+                             f"scores {t['scores']!r} (leave it out)")
         if t["row_groups"] % t["tokens"]:
             raise InputError(f"tokens: {t['tokens']} must divide row_groups {t['row_groups']}")
         if t["score_split"] and t["warps"] % t["score_split"]:
@@ -310,7 +316,8 @@ class MLADecode(Kernel):
             decode = dict(raw=ring * 64 * raw_row, sc=ring * 64 * SCALE_WINDOW, soff=ring * 64,
                           kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
             k_tiles, v_bufs = (2, 2) if mx else (ring, 2)
-            rest = lambda v: dict(vt=v * DV * 64, p=v * 64 * 64, **decode, qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4)
+            bar = 8 * ring if t["copies"] == "tensor" else 0       # the tensor copies' mbarriers, one a ring slot
+            rest = lambda v: dict(vt=v * DV * 64, p=v * 64 * 64, **decode, bar=bar, qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4)
             if mx and _regions(q=parts * tile, kv=k_tiles * tile, **rest(2))["bytes"] > get_target(target).smem_per_block:
                 v_bufs = 1
             return {**_regions(q=parts * tile, kv=k_tiles * tile, **rest(v_bufs)), "stage": tile, "kv_tiles": k_tiles,
@@ -471,8 +478,10 @@ class MLADecode(Kernel):
         scales = kv_scale.data_ptr() if fmt == "mxfp4" else 0
         tensor_scale = kv_scale.data_ptr() if fmt == "fp8" else 0
         max_pages = kv_indices.shape[1] if kv_indices is not None else 0
-        # the cache as rows of 1152 bytes in 64-row x 128-byte boxes, swizzled as the stages hold them
-        kv_map = (launcher.runtime.tensor_map_2d(kv.data_ptr(), kv.shape[0], KV_ROW[fmt], 64, 128, swizzle128=True)
+        # the cache in boxes of 64 rows x one column slab (bf16: 128 bytes; fp8: 64), swizzled as
+        # the loop's tiles hold them
+        slab = 128 if fmt == "bf16" else 64
+        kv_map = (launcher.runtime.tensor_map_2d(kv.data_ptr(), kv.shape[0], KV_ROW[fmt], 64, slab, swizzle=slab)
                   if self.tiles(target)["copies"] == "tensor" else NO_MAP)
         args = (q.data_ptr(), kv.data_ptr(), scales, tensor_scale, plan.kv_indptr.data_ptr(),
                 kv_indices.data_ptr() if kv_indices is not None else 0, plan.qo_indptr.data_ptr(), plan.work.data_ptr(),
