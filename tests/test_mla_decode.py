@@ -243,7 +243,7 @@ def test_bf16_partials_are_refused_off_the_bf16_heads_loops():
             MLADecode(kv_format=fmt, tuning={**knobs, "partials": "bf16"}).source("sm_90a")
     k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "partials": "bf16"})
     combine = k.source("sm_90a").split("void mla_combine(")[1]
-    assert "const uint2 w = *reinterpret_cast<const uint2*>(po" in combine
+    assert "v[c] = *reinterpret_cast<const uint2*>(po" in combine
 
 
 @pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
@@ -308,12 +308,13 @@ def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
     MMA, no spills, no serialized wgmma, inside sm_90a's shared memory; the layout the test knows."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="fp8", mma=mma, tuning={"stages": stages}).for_heads(32, "sm_90a", 4, 8192)
-    assert k.tiles("sm_90a")["loop"] == "heads" and k.params["mma"] == mma
+    assert k.tiles("sm_90a")["loop"] == "heads" and k.params["mma"] == mma and k.tiles("sm_90a")["copies"] == "tensor"
     r = k.report("sm_90a")
     parts = 2 if mma == "fp8x2" else 1
     assert r["instructions"]["hgmma"] == 2 * 18 * parts + 2 * 2 and r["instructions"]["hmma"] == 0, r
     assert r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
-    assert k.dynamic_smem("sm_90a") == (parts + stages) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + 64 * 4 + 2 * 64 * 4 + 65 * 4
+    bars = 8 * stages           # (tensor copies, the default: an mbarrier a ring slot)
+    assert k.dynamic_smem("sm_90a") == (parts + stages) * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + bars + 64 * 4 + 2 * 64 * 4 + 65 * 4
     assert r["smem_bytes"] <= portable.get_target("sm_90a").smem_per_block
     assert_wgmma_pipelined(k)
 
