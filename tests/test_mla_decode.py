@@ -235,11 +235,11 @@ def test_scorer_with_q_in_registers_compiles(copies):
     assert (box_copies, cp_async) == ((4 * 9, 6) if copies == "tensor" else (0, 6 + 72)), (box_copies, cp_async)
 
 
-def test_bf16_partials_are_refused_off_the_bf16_heads_loops():
-    """partials: a knob of the bf16 cache's heads loops (their common epilogue stores them),
-    refused before any launch elsewhere; mla_combine reads what the loop writes."""
-    for fmt, knobs in (("fp8", {"loop": "heads"}), ("bf16", {"loop": "tile"}), ("mxfp4", {"loop": "twin"})):
-        with pytest.raises(portable.InputError, match="partials: a knob of the bf16 cache's heads loops"):
+def test_bf16_partials_are_refused_off_the_heads_loops():
+    """partials: a knob of the heads loops (common.store_partial_bf16 stores them), refused before
+    any launch elsewhere; mla_combine reads what the loop writes."""
+    for fmt, knobs in (("fp8", {"loop": "fragments"}), ("bf16", {"loop": "tile"}), ("mxfp4", {"loop": "twin"})):
+        with pytest.raises(portable.InputError, match="partials: a knob of the heads loops"):
             MLADecode(kv_format=fmt, tuning={**knobs, "partials": "bf16"}).source("sm_90a")
     k = MLADecode(kv_format="bf16", tuning={"loop": "heads", "partials": "bf16"})
     combine = k.source("sm_90a").split("void mla_combine(")[1]

@@ -176,18 +176,22 @@ def test_fp8_tensor_copies_match_reference(mma):
     assert ok, detail
 
 
-@pytest.mark.parametrize("scores", ["regs", "one", "halves"])
-def test_bf16_partials_match_reference(scores):
+@pytest.mark.parametrize("fmt,mma,knobs", [("bf16", "auto", {"scores": "regs"}), ("bf16", "auto", {"scores": "one"}),
+                                           ("bf16", "auto", {"scores": "halves"}), ("fp8", "bf16", {}), ("mxfp4", "bf16", {}),
+                                           ("fp8", "fp8x2", {}), ("mxfp4", "fp8", {})])
+def test_bf16_partials_match_reference(fmt, mma, knobs):
     """partials="bf16" (the chunks' unnormalised O in bf16 for mla_combine, a quad's lanes
-    trading pairs so each stores 4 dims): sequences split into chunks at q 1 and 4, h 16..128,
-    ragged with empty and one-row sequences, a partial token group."""
+    trading pairs so each stores 4 dims) on every heads loop: sequences split into chunks at q
+    1 and 4, h 16..128, ragged with empty and one-row sequences (on bf16 products), a partial
+    token group."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    knobs = {"loop": "heads", "scores": scores, "partials": "bf16"}
-    run_and_compare("bf16", [8192] * 4, 4, 32, **knobs)
-    run_and_compare("bf16", [8192, 1024, 5000], 1, 16, **knobs)
-    run_and_compare("bf16", RAGGED, 3, 16, **knobs)
-    run_and_compare("bf16", [4097, 8192], 1, 128, **knobs)
+    knobs = {"loop": "heads", "partials": "bf16", **knobs}
+    run_and_compare(fmt, [8192] * 4, 4, 32, mma=mma, **knobs)
+    run_and_compare(fmt, [8192, 1024 if mma == "bf16" or fmt == "bf16" else 4096, 5000], 1, 16, mma=mma, **knobs)
+    if mma in ("auto", "bf16"):
+        run_and_compare(fmt, RAGGED, 3, 16, mma=mma, **knobs)
+    run_and_compare(fmt, [4097, 8192], 1, 128, mma=mma, **knobs)
 
 
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])

@@ -127,8 +127,8 @@ class MLADecode(Kernel):
         # tile's nine column slabs through a tensor map of the cache; pages of 64 rows or a
         # multiple, or none: other page sizes take cp.async)
         "copies": Choice(("", "cp.async", "tensor"), ""),
-        # the bf16 cache's heads loops: the chunks' unnormalised O for mla_combine in "fp32" or
-        # "bf16" (half the bytes written and read back; stored 8 bytes a lane)
+        # the heads loops: the chunks' unnormalised O for mla_combine in "fp32" or "bf16" (half
+        # the bytes written and read back; stored 8 bytes a lane)
         "partials": Choice(("", "fp32", "bf16"), ""),
     }
     # ... the last argument: the cache's tensor map where copies="tensor", 128 zero bytes elsewhere
@@ -166,7 +166,9 @@ class MLADecode(Kernel):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         if t["loop"] != "heads" or self.params["kv_format"] != "bf16" or self.params["mma"] in FP8_PRODUCTS:
-            t["scores"] = t["partials"] = ""    # (choices of the bf16 cache's heads loops only)
+            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop only)
+        if t["loop"] != "heads":
+            t["partials"] = ""                  # (a choice of the heads loops only)
         if t["scores"] == "regs":
             t["warps"] = 12                     # the scoring warpgroup and O's two halves
         if not self._tensor_copies_fit(t):
@@ -257,9 +259,9 @@ class MLADecode(Kernel):
         if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
-        if self.tuning["partials"] and not t["scores"]:
-            raise InputError(f"partials: a knob of the bf16 cache's heads loops on bf16 products; got kv_format "
-                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
+        if self.tuning["partials"] and t["loop"] != "heads":
+            raise InputError(f"partials: a knob of the heads loops; got kv_format {self.params['kv_format']!r}, "
+                             f"loop {t['loop']!r} (leave it out)")
         if self.tuning["copies"] and not self._tensor_copies_fit(t):
             raise InputError(f"copies: a knob of the bf16 cache's \"regs\" heads loop and of the fp8 cache's heads loop on "
                              f"fp8 products; got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r}, "
