@@ -125,6 +125,21 @@ def test_one_scoring_warpgroup_matches_reference():
         assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
+def nan_past_the_cache(fmt, lens, mma="auto", **knobs):
+    """q 2 h 32 on a cache whose rows past the last sequence hold NaN, on tensor copies: a
+    chunk's last tile brings those rows in, and none of them may reach the output."""
+    inputs = make_mla_inputs(lens, 2, 32, fmt, seed=torch.seed() % (1 << 31), device="cuda")
+    want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
+    nan = torch.full((100, inputs["kv"].shape[1]), float("nan"), device="cuda").to(inputs["kv"].dtype)
+    inputs["kv"] = torch.cat([inputs["kv"], nan])
+    mla = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
+    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
+    assert mla.for_plan(plan).tiles(device_target(torch.cuda.current_device()).name)["copies"] == "tensor"
+    out, lse = mla(**inputs, plan=plan, return_lse=True)
+    ok, detail = compare(out, lse, want_out, want_lse, *mla.error_bars(plan))
+    assert ok, detail
+
+
 def test_tensor_copies_match_reference():
     """scores="regs" with copies="tensor" (one thread asks the copy engine for each tile): the
     heads loop's cases; 64- and 128-row pages with NaN in the unused pages, and NaN in the cache
@@ -140,15 +155,7 @@ def test_tensor_copies_match_reference():
     run_and_compare("bf16", [40, 64, 128], 1, 64, **knobs)
     for page_size in (64, 128, 1):
         run_and_compare("bf16", [65, 4097, 1, 0, 300], 2, 32, page_size=page_size, **knobs)
-    inputs = make_mla_inputs([65, 1, 130], 2, 32, "bf16", seed=torch.seed() % (1 << 31), device="cuda")
-    want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
-    inputs["kv"] = torch.cat([inputs["kv"], torch.full((100, 576), float("nan"), device="cuda", dtype=torch.bfloat16)])
-    mla = portable.load("mla_decode", kv_format="bf16", tuning=knobs)
-    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
-    assert mla.for_plan(plan).tiles(device_target(torch.cuda.current_device()).name)["copies"] == "tensor"
-    out, lse = mla(**inputs, plan=plan, return_lse=True)
-    ok, detail = compare(out, lse, want_out, want_lse)
-    assert ok, detail
+    nan_past_the_cache("bf16", [65, 1, 130], **knobs)
 
 
 @pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
@@ -164,16 +171,7 @@ def test_fp8_tensor_copies_match_reference(mma):
     run_and_compare("fp8", [4097, 8192], 1, 128, **knobs)
     for page_size in (64, 1):
         run_and_compare("fp8", [4100, 6000, 8192], 2, 32, page_size=page_size, **knobs)
-    inputs = make_mla_inputs([4097, 4130], 2, 32, "fp8", seed=torch.seed() % (1 << 31), device="cuda")
-    want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
-    nan = torch.full((100, 576), float("nan"), device="cuda").to(torch.float8_e4m3fn)
-    inputs["kv"] = torch.cat([inputs["kv"], nan])
-    mla = portable.load("mla_decode", kv_format="fp8", mma=mma, tuning={"loop": "heads", "copies": "tensor"})
-    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
-    assert mla.for_plan(plan).tiles(device_target(torch.cuda.current_device()).name)["copies"] == "tensor"
-    out, lse = mla(**inputs, plan=plan, return_lse=True)
-    ok, detail = compare(out, lse, want_out, want_lse, *mla.error_bars(plan))
-    assert ok, detail
+    nan_past_the_cache("fp8", [4097, 4130], mma=mma, **knobs)
 
 
 @pytest.mark.parametrize("fmt,mma,knobs", [("bf16", "auto", {"scores": "regs"}), ("bf16", "auto", {"scores": "one"}),
@@ -331,6 +329,10 @@ def test_errors_before_launch():
         mla(**odd)
     with pytest.raises(portable.InputError, match=r"out: expected a contiguous bfloat16 \(2, 16, 512\)"):
         mla(**inputs, out=torch.empty(2, 16, 512, device="cuda"))
+    shifted = torch.empty(inputs["kv"].numel() + 4, device="cuda", dtype=torch.bfloat16)[4:].view(inputs["kv"].shape)
+    shifted.copy_(inputs["kv"])
+    with pytest.raises(portable.InputError, match="kv: expected a tensor whose data starts on a 16-byte boundary"):
+        mla(**dict(inputs, kv=shifted))
 
 
 def test_plan_is_reused_across_calls_and_checked():

@@ -465,13 +465,14 @@ class MLADecode(Kernel):
             raise InputError(f"out: expected a contiguous bfloat16 ({plan.total_q}, {plan.heads}, {DV}) tensor on {q.device}, got {got}")
         launcher = self.launcher(q)
         dev, target = q.device, launcher.target
+        tiles = self.tiles(target)
         total_q, heads = plan.total_q, plan.heads
         out = torch.empty(total_q, heads, DV, device=dev, dtype=torch.bfloat16) if out is None else out
         lse = torch.empty(total_q, heads, device=dev, dtype=torch.float32)
         if total_q == 0:
             return (out, lse) if return_lse else out
         if plan.chunks > 1:
-            partial_dtype = torch.bfloat16 if self.tiles(target)["partials"] == "bf16" else torch.float32
+            partial_dtype = torch.bfloat16 if tiles["partials"] == "bf16" else torch.float32
             partial_o = torch.empty(plan.chunks, total_q, heads, DV, device=dev, dtype=partial_dtype)
             partial_ml = torch.empty(plan.chunks, total_q, heads, 2, device=dev, dtype=torch.float32)
         else:
@@ -484,7 +485,7 @@ class MLADecode(Kernel):
         # the loop's tiles hold them
         slab = 128 if fmt == "bf16" else 64
         kv_map = (launcher.runtime.tensor_map_2d(kv.data_ptr(), kv.shape[0], KV_ROW[fmt], 64, slab, swizzle=slab)
-                  if self.tiles(target)["copies"] == "tensor" else NO_MAP)
+                  if tiles["copies"] == "tensor" else NO_MAP)
         args = (q.data_ptr(), kv.data_ptr(), scales, tensor_scale, plan.kv_indptr.data_ptr(),
                 kv_indices.data_ptr() if kv_indices is not None else 0, plan.qo_indptr.data_ptr(), plan.work.data_ptr(),
                 partial_o.data_ptr(), partial_ml.data_ptr(), out.data_ptr(), lse.data_ptr(),
@@ -528,6 +529,9 @@ class MLADecode(Kernel):
                 raise InputError(f"{name}: expected a tensor on cuda:{plan.device_index} (the plan's device), got {t.device}")
             if not t.is_contiguous():
                 raise InputError(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
+        for name, t in (("q", q), ("kv", kv)):          # (the loops copy their rows 16 bytes at a time)
+            if t.data_ptr() % 16:
+                raise InputError(f"{name}: expected a tensor whose data starts on a 16-byte boundary, got address % 16 = {t.data_ptr() % 16}")
         return ref.scores_scale(sm_scale)
 
     # --- reference, cost and benchmark face -------------------------------------------
