@@ -2,7 +2,8 @@
 shared memory. PTX ISA (mbarrier): an mbarrier must be invalidated before its memory is used for
 anything else, and any mbarrier operation but init on memory that holds no valid mbarrier is
 undefined; so no barrier may share a byte with a region live at the same time. CPU only: the
-regions come from the Python that sizes them (MXFP4MoE.layout), every target, mode and tiling."""
+regions come from the Python that sizes them (MXFP4MoE.layout, MLADecode.layout), every
+target, mode and tiling."""
 import itertools
 import re
 from pathlib import Path
@@ -15,8 +16,9 @@ from portable.kernels import mxfp4_moe
 from portable.kernels.mxfp4_moe import SMEM_PHASES, MXFP4MoE, TILE_KINDS
 from portable.targets import tiling
 
-# the templates whose kernels' layouts this file checks
-LAID_OUT = {"mxfp4_moe_gemm_mma.j2", "mxfp4_moe_rs.j2"}
+# the templates whose kernels' layouts this file checks (mla_decode's: its tensor copies)
+LAID_OUT = {"mxfp4_moe_gemm_mma.j2", "mxfp4_moe_rs.j2",
+            "mla_decode_common.j2", "mla_decode_heads_regs.j2", "mla_decode_heads_fp8.j2"}
 
 
 def barrier_rows() -> list[str]:
@@ -25,8 +27,7 @@ def barrier_rows() -> list[str]:
 
 
 def test_only_the_laid_out_templates_make_barriers():
-    """A template that starts using an mbarrier (mla_decode's loops use none today) needs its
-    regions laid out here."""
+    """A template that starts using an mbarrier needs its regions laid out here."""
     keys = barrier_rows()
     assert {"sync.mbar_init", "umma.init"} <= set(keys), keys
     kernels = Path(portable.__file__).resolve().parent / "kernels"
@@ -104,3 +105,29 @@ def test_the_check_sees_a_barrier_under_the_output_tile(monkeypatch):
     regions = MXFP4MoE(mode="a4w4", tuning={"tiles": "large"}).layout("sm_100a")[1]["regions"]
     found = clashes(regions, barriers_only=True)
     assert found and all("umma mbarrier" in c and "sC" in c for c in found), found
+
+
+MLA_TENSOR_COPIES = [("bf16", "auto", {"loop": "heads", "scores": "regs", "copies": "tensor"}, 3),
+                     ("fp8", "fp8x2", {"loop": "heads", "copies": "tensor"}, 2),
+                     ("fp8", "fp8", {"loop": "heads", "copies": "tensor"}, 2),
+                     ("fp8", "fp8", {"loop": "heads", "copies": "tensor", "stages": 3}, 3)]
+
+
+@pytest.mark.parametrize("fmt,mma,knobs,stages", MLA_TENSOR_COPIES)
+def test_mla_tensor_copies_keep_their_barriers_apart(fmt, mma, knobs, stages):
+    """mla_decode's tensor copies: one mbarrier a KV stage, 8-byte aligned, in a region of its own
+    that no other region overlaps (every region lives for the whole kernel; the regs loop's row
+    sums go over Q's dims 496..511 at the end, not over the barriers), within sm_90a's shared
+    memory; on cp.async the barrier region is empty."""
+    from portable.kernels.mla_decode import MLADecode
+
+    def region_ends(layout: dict) -> dict:
+        starts = sorted((v, n) for n, v in layout.items()
+                        if n not in ("bytes", "stage", "kv_tiles", "v_bufs", "raw_stage", "raw_row", "scw"))
+        return {n: (starts[i + 1][0] if i + 1 < len(starts) else layout["bytes"]) for i, (_, n) in enumerate(starts)}
+
+    lay = MLADecode(kv_format=fmt, mma=mma, tuning=knobs).layout("sm_90a")
+    old = MLADecode(kv_format=fmt, mma=mma, tuning={**knobs, "copies": "cp.async"}).layout("sm_90a")
+    assert lay["bar"] % 8 == 0 and lay["bytes"] <= portable.get_target("sm_90a").smem_per_block, lay
+    assert region_ends(lay)["bar"] - lay["bar"] == 8 * stages, lay
+    assert region_ends(old)["bar"] == old["bar"] and lay["bytes"] == old["bytes"] + 8 * stages, (lay, old)
