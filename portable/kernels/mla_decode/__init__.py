@@ -327,7 +327,7 @@ class MLADecode(Kernel):
         if t["loop"] == "heads" and t["scores"] == "regs":
             # Q's rope slab and its dims 496..511 (the rest live in registers; the rows' sums go
             # there at the end), three KV stages (P over each stage's rope slab), [tile % 3][row]
-            # maxima, and with tensor copies the stages' mbarriers: 227 KB but 232 bytes
+            # maxima, and with tensor copies the stages' mbarriers: 227 KB but 256 bytes (232)
             return {**_regions(q=64 * (D - DV) * 2, q2=64 * 16 * 2, kv=3 * 64 * D * 2, max=3 * 64 * 4,
                                bar=3 * 8 if t["copies"] == "tensor" else 0), "stage": 64 * D * 2}
         if t["loop"] == "heads" and t["scores"] == "one":
