@@ -13,6 +13,18 @@ import portable
 from mla_products import SHAPES, label, parse_case
 
 
+def kernel_times(k, inputs: dict, calls: int = 20) -> dict:
+    """name -> GPU microseconds a call of each kernel `k.run(inputs)` launches (after 5 warm-up calls)."""
+    for _ in range(5):
+        k.run(inputs)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            k.run(inputs)
+        torch.cuda.synchronize()
+    return {e.key: e.device_time_total / e.count for e in prof.key_averages() if e.device_time_total > 0}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
@@ -24,15 +36,7 @@ def main():
         for case in args.cases.split(","):
             fmt, mma, knobs = parse_case(case)
             k = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
-            inputs = k.make_inputs(shape, 0)
-            for _ in range(5):
-                k.run(inputs)
-            torch.cuda.synchronize()
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                for _ in range(20):
-                    k.run(inputs)
-                torch.cuda.synchronize()
-            kernels = {e.key: e.device_time_total / e.count for e in prof.key_averages() if e.device_time_total > 0}
+            kernels = kernel_times(k, k.make_inputs(shape, 0))
             print(f"{label(shape):20s} {case:40s} " + "  ".join(f"{name} {us:6.1f} us" for name, us in sorted(kernels.items())), flush=True)
 
 

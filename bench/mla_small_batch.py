@@ -1,7 +1,7 @@
 """mla_decode at small batches (issue 40: B = 4 against FlashInfer), on the bf16 cache: each B4
 shape's time (input sets rotated past the L2, as `portable bench` does), the same with the KV
 split into fewer or more chunks (the plan's SM count scaled), on the tile loop, and
-FlashInfer's time; then the kernels of one call and their GPU times (torch.profiler) for two
+FlashInfer's time; then the kernels of one call and their GPU times (torch.profiler) for three
 shapes. With --caches: the fp8 and MXFP4 caches at the same shapes on "auto" and on the heads
 loop with bf16 and fp8x2 products, against the bf16 cache's "auto" in the same run.
 
@@ -20,6 +20,7 @@ import portable
 from portable import peers
 from portable.bench import L2_FLUSH_BYTES, _time_rotating
 from portable.kernels.mla_decode import MLADecode
+from mla_call_profile import kernel_times
 
 SHAPES = [{"B": 4, "L": L, "q_len": n, "h": h} for L in (1024, 8192) for n in (1, 4) for h in (16, 32)]
 SPLITS = (0.5, 1, 2, 4)          # the plan's SM count scaled: KV chunks a sequence about follow it
@@ -72,15 +73,8 @@ def main():
         rows.append(row)
         print(" ".join(f"{key}={v:.1f}" if isinstance(v, float) else f"{key}={v}" for key, v in row.items()), flush=True)
     for shape in (SHAPES[7], SHAPES[4], SHAPES[0]):
-        inputs = k.make_inputs(shape, 0)
-        k.run(inputs)
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for _ in range(10):
-                k.run(inputs)
-            torch.cuda.synchronize()
-        print(label(shape), "(10 calls)")
-        print(prof.key_averages().table(row_limit=6))
+        kernels = kernel_times(k, k.make_inputs(shape, 0))
+        print(label(shape), "a call:", "  ".join(f"{name} {us:.1f} us" for name, us in sorted(kernels.items())), flush=True)
     with open(os.path.join(args.out, "mla_small_batch.json"), "w") as f:
         json.dump(rows, f, indent=1)
 
