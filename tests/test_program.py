@@ -213,7 +213,7 @@ def test_line_marks_leave_built_in_renders_unchanged():
 def test_built_in_signatures_are_read_from_their_source():
     """What used to be typed by hand beside each template is read from the rendered entry."""
     mla = portable.load("mla_decode").program.signatures("sm_90a")
-    assert mla["mla_decode"].kinds == ("ptr",) * 12 + ("i32",) * 4 + ("f32",)
+    assert mla["mla_decode"].kinds == ("ptr",) * 12 + ("i32",) * 4 + ("f32", "tmap")
     assert mla["mla_combine"].kinds == ("ptr",) * 6 + ("i32",) * 2
     moe = portable.load("mxfp4_moe").program.signatures("sm_90a")
     assert moe["moe_gemm1"].kinds[-1] == "tmap" and moe["moe_combine"].kinds[-1] == "i64"

@@ -116,7 +116,7 @@ class Kernel:
         return 0
 
     def entry_smem(self, target: str) -> dict:
-        """Dynamic shared memory of the OTHER_ENTRIES that take some: name -> bytes."""
+        """Dynamic shared memory of the module's other entries that take some: name -> bytes."""
         return {}
 
     # --- shared -----------------------------------------------------------------------

@@ -131,9 +131,6 @@ class MLADecode(Kernel):
         # the bytes written and read back; stored 8 bytes a lane)
         "partials": Choice(("", "fp32", "bf16"), ""),
     }
-    # ... the last argument: the cache's tensor map where copies="tensor", 128 zero bytes elsewhere
-    SIGNATURE = ("ptr",) * 12 + ("i32",) * 4 + ("f32", "tmap")
-    OTHER_ENTRIES = {"mla_combine": ("ptr",) * 6 + ("i32",) * 2}
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"kv_format": f} for f in ("bf16", "fp8", "mxfp4")]
 

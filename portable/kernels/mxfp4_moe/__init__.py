@@ -60,16 +60,6 @@ class MXFP4MoE(Kernel):
     NAME = "mxfp4_moe"
     TEMPLATE = "mxfp4_moe.j2"
     ENTRY = "moe_gemm1"
-    SIGNATURE = ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "i32", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "ptr", "ptr", "ptr", "tmap")
-    OTHER_ENTRIES = {
-        "moe_route": ("ptr", "i32", "i32", "i32", "ptr", "ptr", "ptr"),
-        "moe_gemm2": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),
-        "moe_gemm2_shared": ("ptr", "i32", "i32", "ptr", "ptr", "i32", "i32", "ptr", "ptr", "ptr", "i32", "ptr", "i32", "ptr", "i32", "ptr", "ptr", "tmap"),   # skinny modules with a shared2_k
-        "moe_combine": ("ptr", "ptr", "i32", "i32", "i32", "i32", "ptr", "ptr", "i64"),
-        "moe_quantize_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),
-        "moe_quantize_h": ("ptr", "i32", "i32", "i32", "ptr"),
-        "moe_permute_x": ("ptr", "i32", "i32", "i32", "ptr", "i32", "ptr"),     # warpgroup_rs modules only
-    }
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"mode": m} for m in ref.MODES]
 
