@@ -136,7 +136,14 @@ class MLADecode(Kernel):
 
     # --- per target ---------------------------------------------------------------
     def tiles(self, target: str) -> dict:
-        """The target's tiling, its per-format override table, then explicit tuning knobs."""
+        """The target's tiling, its per-format override table, then explicit tuning knobs (worked
+        out once a target: a call reads it several times, and the kernel's knobs never change)."""
+        made = self.__dict__.setdefault("_tiles_by_target", {})
+        if target not in made:
+            made[target] = self._work_out_tiles(target)
+        return dict(made[target])
+
+    def _work_out_tiles(self, target: str) -> dict:
         table = tiling(self.NAME, target)
         t = {k: v for k, v in table.items() if not isinstance(v, dict)}     # [.FORMAT], [.wide], [.fragments] are tables
         t.update(table.get(self.params["kv_format"], {}))
