@@ -17,6 +17,10 @@ from ..report import static_report
 from ..targets import get_target
 from ..backends.params import ParamPacker
 
+# a tensor-map argument ("tmap") that the launched code does not read: kernels whose signature
+# carries a map for one path (the copy engine's) pass these 128 zero bytes on the others
+NO_MAP = bytes(128)
+
 
 class Launcher:
     """One kernel loaded on one device: launches on torch's current stream.

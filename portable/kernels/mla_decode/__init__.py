@@ -32,7 +32,7 @@ from ... import peers
 from ...params import Choice
 from . import reference as ref
 from ...targets import get_target, tiling
-from ..base import Kernel
+from ..base import NO_MAP, Kernel
 
 D, DV = 576, 512
 KV_DTYPE = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "mxfp4": torch.uint8}
@@ -63,7 +63,6 @@ FP8_PRODUCTS_AUTO = {"fp8": "fp8x2", "mxfp4": "fp8"}
 # relative L2 to 1-2.3%; one e4m3 Q part moves it to 2.6-3.4% and the max abs to 7e-3..1.6e-2
 # (the top at L 1024; bench/NOTES.md, issue 40's numerics)
 ERROR_BARS = {"bf16": (1e-2, 1e-2), "fp8x2": (1e-2, 5e-2), "fp8": (2e-2, 5e-2)}
-NO_MAP = bytes(128)     # the tensor-map argument of loops that copy by cp.async or loads
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,10 @@ from ...errors import InputError
 from ...formats import MX_BLOCK, scale_row_max
 from . import reference as ref
 from ...targets import get_target, tiling
-from ..base import Kernel
+from ..base import NO_MAP, Kernel
 
 E_MAX = 1024                 # experts moe_route can count in shared memory
 ROUTE_THREADS = 1024
-NO_MAP = bytes(128)          # the tensor-map argument of GEMMs that read their weights by loads
 TILE_FIELDS = ("bm", "bn", "bk", "warps", "warps_m")
 SKINNY_FIELDS = ("ahead", "xahead", "mt", "min_blocks", "ksplit",              # per GEMM: 1, then 2
                  "ahead2", "xahead2", "mt2", "min_blocks2", "ksplit2", "shared2_mt", "shared2_warps", "shared2_min_blocks")
