@@ -7,7 +7,8 @@ checked against the fp32 reference (largest error printed) and timed, interleave
     python bench/mla_products.py [--out DIR] [--stages 2[,3]] [--cases CASES] [--shapes N,...]
 
 CASES replaces the list: FORMAT/MMA[/KNOB=VALUE...] entries, comma-separated, the first the
-baseline (e.g. bf16/auto,bf16/auto/scores=halves); --shapes picks SHAPES by index.
+baseline (e.g. bf16/auto,bf16/auto/scores=halves); --shapes picks SHAPES by index; --shape
+B,L,Q_LEN,H (repeatable) adds a shape of one's own.
 """
 from __future__ import annotations
 
@@ -48,13 +49,15 @@ def main():
     ap.add_argument("--stages", default="2", help="the fp8 products' KV ring depths to time")
     ap.add_argument("--cases", default="", help="FORMAT/MMA[/KNOB=VALUE...], comma-separated, the first the baseline")
     ap.add_argument("--shapes", default="", help="indices into SHAPES, comma-separated (default: all)")
+    ap.add_argument("--shape", action="append", default=[], help="B,L,Q_LEN,H: one more shape (repeatable)")
     args = ap.parse_args()
     cases = [("bf16", "auto", {}), ("fp8", "bf16", {})]
     cases += [("fp8", m, {"stages": int(s)}) for m in ("fp8", "fp8x2") for s in args.stages.split(",")]
     cases += [("mxfp4", m, {}) for m in ("bf16", "fp8", "fp8x2")]
     if args.cases:
         cases = [parse_case(c) for c in args.cases.split(",")]
-    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else SHAPES
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",")] if args.shapes else ([] if args.shape else SHAPES)
+    shapes += [dict(zip(("B", "L", "q_len", "h"), map(int, s.split(",")))) for s in args.shape]
     rows = []
     for shape in shapes:
         timed = []

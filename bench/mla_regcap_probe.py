@@ -10,36 +10,33 @@ import sys
 import torch
 
 import portable
-from portable.kernels.mla_decode import MLADecode, compare
+from portable.kernels.mla_decode import compare
 from portable.kernels.mla_decode.reference import make_mla_inputs, mla_reference
 from portable.timing import time_gpu
 
-CAP = {"value": None}
-_source = MLADecode.source
+import source_edits
 
 
-def _capped(self, target):
-    # the cap replaces the launch bounds (NVRTC takes one of the two)
-    src = _source(self, target)
-    return src.replace("__launch_bounds__(256, 1)", f"__maxnreg__({CAP['value']})") if CAP["value"] else src
+def cap(registers):
+    """The launch bounds replaced by a register cap (NVRTC takes one of the two); None: as built."""
+    source_edits.edit([("__launch_bounds__(256, 1)", f"__maxnreg__({registers})")] if registers else [])
 
 
-MLADecode.source = _capped
 VARIANTS = ((None, 1), (232, 1), (None, 2))     # (register cap, decoders)
 
 if __name__ == "__main__":
     if "--static" in sys.argv:
-        for cap, _ in VARIANTS[:2]:
-            CAP["value"] = cap
+        for registers, _ in VARIANTS[:2]:
+            cap(registers)
             r = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2").report("sm_90a")
-            print(f"cap {cap}: {r['registers']} registers, {r['spill_bytes']} bytes spilled")
+            print(f"cap {registers}: {r['registers']} registers, {r['spill_bytes']} bytes spilled")
         sys.exit()
     inputs = make_mla_inputs([8192] * 128, 4, 32, "mxfp4", seed=1, device="cuda")
     want = mla_reference(**inputs, out_dtype=torch.float32)
-    for cap, decoders in VARIANTS:
-        CAP["value"] = cap
+    for registers, decoders in VARIANTS:
+        cap(registers)
         k = portable.load("mla_decode", kv_format="mxfp4", mma="fp8x2", tuning={"decoders": decoders})
         plan = k.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
         run = lambda: k(**inputs, plan=plan, return_lse=True)
         ok, detail = compare(*run(), *want, atol=1e-2, rtol_l2=5e-2)
-        print(f"cap {cap} decoders {decoders}: {time_gpu(run)['median_us']:.1f} us  {'ok' if ok else 'BAD'} {detail}", flush=True)
+        print(f"cap {registers} decoders {decoders}: {time_gpu(run)['median_us']:.1f} us  {'ok' if ok else 'BAD'} {detail}", flush=True)

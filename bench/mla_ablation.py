@@ -1,0 +1,80 @@
+"""Where a heads loop's time goes (issue 40): the loop as built, then the same kernel with one
+part taken out (timing only: the results of the cut kernels are wrong), through
+bench/source_edits.py.
+
+    python bench/mla_ablation.py regs    # the bf16 cache's scores="regs" loop (and "one", and
+                                         # "regs" on cp.async) at h = 128 (B64 L4096: two
+                                         # 64-row blocks a sequence) and h = 64 (B128 L4096: one
+                                         # block a sequence, the same KV bytes read once)
+    python bench/mla_ablation.py mxfp4   # the MXFP4 cache on fp8 products ("auto": one Q part,
+                                         # two decoding warpgroups) at B128 L8192 q4 h32 and
+                                         # B64 L4096 h128, beside bf16 and the fp8 cache's
+                                         # one-Q-part loop (which has no decode)
+
+Each line: the call's time and the time a (block, KV tile), the blocks' tiles spread over the SMs.
+"""
+import sys
+
+import torch
+
+import portable
+from portable.kernels.mla_decode.reference import make_mla_inputs
+from portable.timing import time_gpu
+
+import source_edits
+
+NO_EXP2 = [("ex2_approx(s[4 * j + 2 * h] * s_log2 - m_new)", "(s[4 * j + 2 * h] * s_log2 - m_new)"),
+           ("ex2_approx(s[4 * j + 2 * h + 1] * s_log2 - m_new)", "(s[4 * j + 2 * h + 1] * s_log2 - m_new)")]
+REGS_CUTS = {
+    "as built": [],
+    "no P V": [("wg_mma_ss_bf16_n256_mn(o,", "if (false) wg_mma_ss_bf16_n256_mn(o,")],
+    "no S": [("wg_mma_bf16_n64(s, qf[kk]", "if (false) wg_mma_bf16_n64(s, qf[kk]"),
+             ("wg_mma_ss_bf16_n64(s,", "if (false) wg_mma_ss_bf16_n64(s,")],
+    # (tensor copies: the waits for tiles that never come go too)
+    "no copies after the first 3": [("if (it + 3 < ntiles) issue(", "if (false) issue("),
+                                    ("mbarrier_wait_parity(full + 8 * slot, (it / 3) & 1)",
+                                     "if (it < 3) mbarrier_wait_parity(full + 8 * slot, (it / 3) & 1)")],
+    "no exp2": NO_EXP2,
+}
+NO_DECODE = [("decode(t, wg - 1);", "if (false) decode(t, wg - 1);")]
+NO_VT = [("transpose(((", "if (false) transpose(((")]
+MX_CUTS = {
+    "as built": [],
+    "no decode": NO_DECODE,
+    "no V^T": NO_VT,
+    "no decode, no V^T": NO_DECODE + NO_VT,
+    "no S": [("wg_mma_ss_e4m3_n64(s,", "if (false) wg_mma_ss_e4m3_n64(s,")],
+    "no P V": [("wg_mma_ss_e4m3_n256(o,", "if (false) wg_mma_ss_e4m3_n256(o,")],
+    "no copies after the first 2": [("if (t + 2 < ntiles) issue(", "if (false) issue(")],
+    "no exp2": [("ex2_approx(s[4 * j + 2 * h + i] - m_new)", "(s[4 * j + 2 * h + i] - m_new)")],
+}
+
+
+def regs_runs():
+    heads = {"loop": "heads"}
+    runs = [("bf16", "auto", {**heads, "scores": "one"}, [], "one")]
+    runs += [("bf16", "auto", {**heads, "scores": "regs", "copies": "cp.async"}, REGS_CUTS[n], f"regs on cp.async, {n}")
+             for n in ("as built", "no copies after the first 3")]
+    runs += [("bf16", "auto", {**heads, "scores": "regs", "copies": "tensor"}, c, f"regs, {n}") for n, c in REGS_CUTS.items()]
+    return ((64, 4096, 1, 128), (128, 4096, 1, 64)), runs
+
+
+def mxfp4_runs():
+    runs = [("bf16", "auto", {}, [], "bf16"), ("fp8", "fp8", {}, [], "fp8 cache, one Q part")]
+    runs += [("mxfp4", "auto", {}, c, f"MXFP4, {n}") for n, c in MX_CUTS.items()]
+    return ((128, 8192, 4, 32), (64, 4096, 1, 128)), runs
+
+
+if __name__ == "__main__":
+    which = sys.argv[1] if len(sys.argv) > 1 else "regs"
+    shapes, runs = {"regs": regs_runs, "mxfp4": mxfp4_runs}[which]()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for B, L, q_len, h in shapes:
+        tile_blocks = B * (q_len * h // 64) * (L // 64)
+        for fmt, mma, knobs, cuts, name in runs:
+            source_edits.edit(cuts)
+            inputs = make_mla_inputs([L] * B, q_len, h, fmt, seed=1, device="cuda")
+            k = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
+            plan = k.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
+            us = time_gpu(lambda: k(**inputs, plan=plan))["median_us"]
+            print(f"B{B} L{L} q{q_len} h{h}  {name:36s} {us:8.1f} us  {us * sms / tile_blocks:.2f} us a tile", flush=True)
