@@ -1,0 +1,124 @@
+"""Where each warpgroup of a heads loop waits (CUDA only; issue 40): a measurement build whose
+mla_decode has every wait (named barriers, block barriers, mbarrier waits, warpgroup-MMA waits,
+cp.async waits) timed with clock64 by one thread a warpgroup and summed over the blocks. Prints,
+per warpgroup, its cycles from start to exit and, per wait site (its source line), the cycles it
+spent there, both a (block, KV tile): a warpgroup that waits little is the one that sets the pace.
+
+    python bench/mla_waits.py [--shape B,L,Q_LEN,H] [--case FORMAT/MMA[/KNOB=VALUE...] ...] [--out DIR]
+
+The lines are those of the untimed source, which --out writes as DIR/waits_<case>.cu.
+
+Defaults: B128 L8192 q4 h32, the cases bf16/auto, fp8/fp8 and mxfp4/auto. The timing adds a few
+instructions and two atomics a wait, so the loop runs a little slower than untimed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+
+import numpy as np
+import torch
+
+import portable
+from portable.kernels.mla_decode import MLADecode
+from portable.kernels.mla_decode.reference import make_mla_inputs
+
+from mla_products import parse_case
+from moe_trace import SPIN_CYCLES, _global, read
+
+SITES = 64
+TRACER = f"""
+__device__ unsigned long long pwait_c[4][{SITES}];   // [warpgroup][site] cycles, summed over blocks
+__device__ unsigned long long pwait_life[4];         // [warpgroup] cycles from its start to its exit
+#define PW(site, call) do {{ const long long _t = clock64(); call; \\
+    if ((threadIdx.x & 127) == 0) atomicAdd(&pwait_c[threadIdx.x >> 7][site], (unsigned long long)(clock64() - _t)); }} while (0)
+struct PLife {{
+    long long t = clock64();
+    __device__ ~PLife() {{ if ((threadIdx.x & 127) == 0) atomicAdd(&pwait_life[threadIdx.x >> 7], (unsigned long long)(clock64() - t)); }}
+}};
+"""
+WAIT = re.compile(r"\b(named_barrier|__syncthreads|mbarrier_wait_parity|wg_wait<\d+>|cp_async_wait<\d+>)\s*\(")
+
+
+def _close(src: str, i: int) -> int:
+    """The index just past the parenthesis that closes the one at src[i]."""
+    depth = 0
+    for j in range(i, len(src)):
+        depth += {"(": 1, ")": -1}.get(src[j], 0)
+        if depth == 0:
+            return j + 1
+    raise ValueError("unbalanced source")
+
+
+def timed(source: str) -> tuple[str, list[str]]:
+    """mla_decode's waits wrapped in PW(site, ...) and a PLife at its top; the sites' lines."""
+    start = source.index("void mla_decode(")
+    body = source.index("{", _close(source, source.index("(", start)))
+    end = source.find('extern "C"', body)
+    end = len(source) if end < 0 else end
+    out, sites, at = [], [], body + 1
+    for m in WAIT.finditer(source, body + 1, end):
+        if m.start() < at:
+            continue
+        stop = _close(source, m.end() - 1)
+        line = source.count("\n", 0, m.start()) + 1
+        sites.append(f"line {line}: {source[m.start():stop]}")
+        out += [source[at:m.start()], f"PW({len(sites) - 1}, {source[m.start():stop]})"]
+        at = stop
+    assert len(sites) <= SITES
+    text = source[:body + 1] + " PLife _plife;" + "".join(out) + source[at:]
+    first = text.index('extern "C"')
+    return text[:first] + TRACER + text[first:], sites
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="128,8192,4,32", help="B,L,Q_LEN,H")
+    ap.add_argument("--case", action="append", default=[], help="FORMAT/MMA[/KNOB=VALUE...] (repeatable)")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    B, L, q_len, h = map(int, args.shape.split(","))
+    plain = MLADecode.source
+    found = {}
+
+    def traced(self, target):
+        text, sites = timed(plain(self, target))
+        found[text] = sites
+        return text
+
+    MLADecode.source = traced
+    for case in args.case or ["bf16/auto", "fp8/fp8", "mxfp4/auto"]:
+        fmt, mma, knobs = parse_case(case)
+        inputs = make_mla_inputs([L] * B, q_len, h, fmt, seed=1, device="cuda")
+        k = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
+        plan = k.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
+        kernel = k.for_plan(plan)
+        kernel(**inputs, plan=plan)
+        torch.cuda.synchronize()
+        module = kernel.launcher_at(0).module
+        for name in ("pwait_c", "pwait_life"):
+            cu, ptr, nbytes = _global(module, name)
+            cu.cuMemsetD8(ptr, 0, nbytes)
+        torch.cuda._sleep(SPIN_CYCLES)
+        kernel(**inputs, plan=plan)
+        torch.cuda.synchronize()
+        c = read(module, "pwait_c", np.uint64, (4, SITES)).astype(np.float64)
+        life = read(module, "pwait_life", np.uint64, (4,)).astype(np.float64)
+        target = kernel.launcher_at(0).target
+        sites = found[kernel.source(target)]
+        with open(os.path.join(args.out, f"waits_{case.replace('/', '_')}.cu"), "w") as f:
+            f.write(plain(kernel, target))
+        tiles = sum(-(-int(hi - lo) // 64) for lo, hi in plan.work[:, 3:5].tolist())
+        print(f"\n== B{B} L{L} q{q_len} h{h} {case}: {plan.n_items} blocks, {tiles} (block, tile)s; cycles a (block, tile)")
+        for wg in range(4):
+            if life[wg] == 0:
+                continue
+            print(f"  warpgroup {wg}: {life[wg] / tiles:7.0f} alive")
+            for s in np.argsort(-c[wg]):
+                if c[wg][s] / tiles >= 20:
+                    print(f"      {c[wg][s] / tiles:7.0f}  {sites[s]}")
+
+
+if __name__ == "__main__":
+    main()
