@@ -1,0 +1,72 @@
+"""The bench scripts that measure inside mla_decode's heads loops, against the templates they
+edit (CPU only): a misspelt edit fails instead of timing the unedited loop, every ablation cut
+and timeline mark finds its place, and every wait of a loop is timed."""
+import pathlib
+import re
+import sys
+
+import pytest
+
+import portable
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "bench"))
+import mla_ablation  # noqa: E402
+import mla_timeline  # noqa: E402
+import mla_waits  # noqa: E402
+import source_edits  # noqa: E402
+
+
+def heads_source(fmt: str, mma: str = "auto", **knobs) -> str:
+    k = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
+    return k.for_heads(32, "sm_90a", q_max=4, kv_min=8192, batch=128).source("sm_90a")
+
+
+@pytest.fixture
+def edits():
+    yield source_edits.edit
+    source_edits.edit([])
+
+
+def test_a_misspelt_edit_fails(edits):
+    edits([("no such text in the loop", "x")])
+    with pytest.raises(ValueError, match="not in the rendered source"):
+        heads_source("bf16")
+
+
+def test_an_edit_changes_only_what_it_names(edits):
+    plain = heads_source("bf16")
+    cut = mla_ablation.REGS_CUTS["no P V"]
+    edits(cut)
+    edited = heads_source("bf16")
+    assert edited != plain and edited == plain.replace(*cut[0])
+
+
+@pytest.mark.parametrize("fmt, knobs, cuts", [("bf16", {"copies": "tensor"}, mla_ablation.REGS_CUTS),
+                                              ("mxfp4", {}, mla_ablation.MX_CUTS)])
+def test_every_ablation_cut_finds_its_loop(fmt, knobs, cuts):
+    source = heads_source(fmt, **knobs)
+    for name, pieces in cuts.items():
+        assert all(old in source for old, _ in pieces[:1]), name
+
+
+def test_the_timeline_marks_every_point_of_the_regs_loop(edits):
+    edits(mla_timeline.MARKS)
+    source = mla_timeline.traced(heads_source("bf16"))
+    for _, new in mla_timeline.MARKS:
+        assert new in source
+    marked = {int(p) for p in re.findall(r"ptrace_mark\((\d+)\)", source)}
+    marked |= {2, 3, 4, 5}                        # (one call marks tiles 0, 1, 2 and the middle)
+    assert marked | {8} == set(range(len(mla_timeline.POINTS)))
+    assert "atomicMax(&ptrace_t[8]" in source.split("void mla_combine(")[0]
+
+
+@pytest.mark.parametrize("fmt, mma", [("bf16", "auto"), ("fp8", "auto"), ("mxfp4", "auto")])
+def test_every_wait_of_a_heads_loop_is_timed(fmt, mma):
+    plain = heads_source(fmt, mma)
+    text, sites = mla_waits.timed(plain)
+    body = text[text.index("void mla_decode("):text.index("void mla_combine(")]
+    assert body.count("PW(") == len(sites) > 5
+    unwrapped = [m.group(0) for m in mla_waits.WAIT.finditer(body) if not body[:m.start()].endswith(", ")]
+    assert unwrapped == [], unwrapped             # each call sits right after "PW(n, "
+    assert "PLife _plife;" in body
+    assert text.split("void mla_combine(")[1] == plain.split("void mla_combine(")[1]
