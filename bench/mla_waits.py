@@ -23,6 +23,7 @@ import torch
 import portable
 from portable.kernels.mla_decode import MLADecode
 from portable.kernels.mla_decode.reference import make_mla_inputs
+from portable.signature import balanced_end
 
 from mla_products import parse_case
 from moe_trace import SPIN_CYCLES, _global, read
@@ -41,27 +42,17 @@ struct PLife {{
 WAIT = re.compile(r"\b(named_barrier|__syncthreads|mbarrier_wait_parity|wg_wait<\d+>|cp_async_wait<\d+>)\s*\(")
 
 
-def _close(src: str, i: int) -> int:
-    """The index just past the parenthesis that closes the one at src[i]."""
-    depth = 0
-    for j in range(i, len(src)):
-        depth += {"(": 1, ")": -1}.get(src[j], 0)
-        if depth == 0:
-            return j + 1
-    raise ValueError("unbalanced source")
-
-
 def timed(source: str) -> tuple[str, list[str]]:
     """mla_decode's waits wrapped in PW(site, ...) and a PLife at its top; the sites' lines."""
     start = source.index("void mla_decode(")
-    body = source.index("{", _close(source, source.index("(", start)))
+    body = source.index("{", balanced_end(source, source.index("(", start)))
     end = source.find('extern "C"', body)
     end = len(source) if end < 0 else end
     out, sites, at = [], [], body + 1
     for m in WAIT.finditer(source, body + 1, end):
         if m.start() < at:
             continue
-        stop = _close(source, m.end() - 1)
+        stop = balanced_end(source, m.end() - 1)
         line = source.count("\n", 0, m.start()) + 1
         sites.append(f"line {line}: {source[m.start():stop]}")
         out += [source[at:m.start()], f"PW({len(sites) - 1}, {source[m.start():stop]})"]

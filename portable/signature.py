@@ -71,7 +71,7 @@ def strip_comments(source: str) -> str:
     return _COMMENTS.sub(lambda m: "\n" * m.group(0).count("\n") + " ", source)
 
 
-def _balanced(text: str, start: int) -> int:
+def balanced_end(text: str, start: int) -> int:
     """Index just past the parenthesis that closes text[start] == '('."""
     depth = 0
     for i in range(start, len(text)):
@@ -148,7 +148,7 @@ def entries(source: str) -> dict[str, Signature]:
             continue
         name = head.group(1)
         open_paren = head.end() - 1
-        close = _balanced(text, open_paren)
+        close = balanced_end(text, open_paren)
         line = text.count("\n", 0, m.start()) + 1
         if text[close:].lstrip().startswith(";"):     # a declaration; the definition follows
             continue
