@@ -22,7 +22,7 @@ import portable
 from portable.kernels.mla_decode.reference import make_mla_inputs
 
 import source_edits
-from moe_trace import SPIN_CYCLES, _global, read
+from moe_trace import SPIN_CYCLES, read, zero
 
 SLOTS = 4096
 POINTS = ("start", "Q in registers", "tile 0 landed", "tile 1 landed", "tile 2 landed", "middle tile landed",
@@ -71,8 +71,7 @@ def main():
         for _ in range(10):
             kernel(**inputs, plan=plan)
         torch.cuda.synchronize()
-        cu, ptr, nbytes = _global(kernel.launcher_at(0).module, "ptrace_t")
-        cu.cuMemsetD8(ptr, 0, nbytes)
+        zero(kernel.launcher_at(0).module, ("ptrace_t",))
         torch.cuda._sleep(SPIN_CYCLES)
         kernel(**inputs, plan=plan)
         torch.cuda.synchronize()

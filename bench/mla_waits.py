@@ -26,7 +26,7 @@ from portable.kernels.mla_decode.reference import make_mla_inputs
 from portable.signature import balanced_end
 
 from mla_products import parse_case
-from moe_trace import SPIN_CYCLES, _global, read
+from moe_trace import SPIN_CYCLES, read, zero
 
 SITES = 64
 TRACER = f"""
@@ -71,14 +71,7 @@ def main():
     args = ap.parse_args()
     B, L, q_len, h = map(int, args.shape.split(","))
     plain = MLADecode.source
-    found = {}
-
-    def traced(self, target):
-        text, sites = timed(plain(self, target))
-        found[text] = sites
-        return text
-
-    MLADecode.source = traced
+    MLADecode.source = lambda self, target: timed(plain(self, target))[0]
     for case in args.case or ["bf16/auto", "fp8/fp8", "mxfp4/auto"]:
         fmt, mma, knobs = parse_case(case)
         inputs = make_mla_inputs([L] * B, q_len, h, fmt, seed=1, device="cuda")
@@ -88,18 +81,17 @@ def main():
         kernel(**inputs, plan=plan)
         torch.cuda.synchronize()
         module = kernel.launcher_at(0).module
-        for name in ("pwait_c", "pwait_life"):
-            cu, ptr, nbytes = _global(module, name)
-            cu.cuMemsetD8(ptr, 0, nbytes)
+        zero(module, ("pwait_c", "pwait_life"))
         torch.cuda._sleep(SPIN_CYCLES)
         kernel(**inputs, plan=plan)
         torch.cuda.synchronize()
         c = read(module, "pwait_c", np.uint64, (4, SITES)).astype(np.float64)
         life = read(module, "pwait_life", np.uint64, (4,)).astype(np.float64)
         target = kernel.launcher_at(0).target
-        sites = found[kernel.source(target)]
+        source = plain(kernel, target)
+        sites = timed(source)[1]
         with open(os.path.join(args.out, f"waits_{case.replace('/', '_')}.cu"), "w") as f:
-            f.write(plain(kernel, target))
+            f.write(source)
         tiles = sum(-(-int(hi - lo) // 64) for lo, hi in plan.work[:, 3:5].tolist())
         print(f"\n== B{B} L{L} q{q_len} h{h} {case}: {plan.n_items} blocks, {tiles} (block, tile)s; cycles a (block, tile)")
         for wg in range(4):

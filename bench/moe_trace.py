@@ -75,8 +75,9 @@ def read(module, name: str, dtype, shape):
     return out
 
 
-def zero(module):
-    for name in ("ptrace_t", "ptrace_sm"):
+def zero(module, names=("ptrace_t", "ptrace_sm")):
+    """The module's __device__ arrays `names` set to zero bytes."""
+    for name in names:
         cu, ptr, nbytes = _global(module, name)
         cu.cuMemsetD8(ptr, 0, nbytes)
 

@@ -236,7 +236,7 @@ def test_scorer_with_q_in_registers_compiles(copies):
 
 
 def test_bf16_partials_are_refused_off_the_heads_loops():
-    """partials: a knob of the heads loops (common.store_partial_bf16 stores them), refused before
+    """partials: a knob of the heads loops (common.store_row_bf16 stores them), refused before
     any launch elsewhere; mla_combine reads what the loop writes."""
     for fmt, knobs in (("fp8", {"loop": "fragments"}), ("bf16", {"loop": "tile"}), ("mxfp4", {"loop": "twin"})):
         with pytest.raises(portable.InputError, match="partials: a knob of the heads loops"):
