@@ -19,28 +19,50 @@ def sw64(r: int, b: int, slab: int = SLAB) -> int:
 
 
 def slot_of(k: int) -> int:             # KV row k's slot in P and V^T
-    return 8 * (k % 8) + k // 8
+    return 16 * ((k % 8) // 2) + 2 * (k // 8) + k % 2
 
 
 def row_of(n: int) -> int:              # dim n's row in V^T
-    return n ^ ((n >> 4) & 1)
+    return n ^ ((n >> 1) & 1)
 
 
-def transpose_reads(t: int):
-    """Transposing lane t's eight 16-byte reads of the K tile: (byte address, KV row, first
-    dim). The copying warpgroup's thread t % 128 is lane t in its pass t // 128 (dims 256 further)."""
-    kg, dc = t & 7, t >> 3
-    base = (dc >> 2) * SLAB + kg * 64 + (((dc & 3) ^ (kg >> 1)) << 4)
-    return [(base + m * ATOM, kg + 8 * m, 16 * dc) for m in range(8)]
+def lane_parts(t: int):
+    """Transposing thread t (of a warpgroup's 128): its warp, lane, g and c."""
+    warp, lane = t >> 5, t & 31
+    return warp, lane, lane >> 2, lane & 3
 
 
-def transpose_writes(t: int):
-    """Thread t's sixteen 8-byte writes of V^T: (byte address, dim, first slot)."""
-    kg, dc = t & 7, t >> 3
-    at, odd = dc * 1024 + (kg & 1) * 8, (dc & 1) * 64
-    dst = (at + odd, at - odd)
-    wr = [((kg >> 1) ^ x) << 4 for x in range(4)]
-    return [(dst[n & 1] + (n >> 3) * 512 + (n & 7) * 64 + wr[(n >> 1) & 3], 16 * dc + n, 8 * kg) for n in range(16)]
+def transpose_read_rows(t: int, u: int, h: int) -> int:
+    """The K tile byte address lane t gives to read h of block u (the template's tr_src): row
+    lane + 32h, the 16 bytes of dims 16 (4u + warp).."""
+    warp, lane, _, _ = lane_parts(t)
+    return (lane >> 3) * 512 + (lane & 7) * 64 + ((warp ^ ((lane >> 1) & 3)) << 4) + u * SLAB + h * 2048
+
+
+def transpose_dst(t: int, e: int) -> int:
+    """Thread t's V^T store of dim 2g + e of its block (u = 0; + 4096 u)."""
+    warp, _, g, c = lane_parts(t)
+    n = (2 * g + e) ^ (g & 1)
+    return warp * 1024 + (n >> 3) * 512 + (n & 7) * 64 + ((c ^ ((n >> 1) & 3)) << 4)
+
+
+def ldmatrix_x4_trans(addrs, mem):
+    """ldmatrix.x4.trans on b16: addrs[l] the row lane l gives (row l % 8 of matrix l / 8);
+    lane (g, c) gets a register per matrix i: rows 2c (low half) and 2c + 1, column g (2 bytes)."""
+    out = []
+    for lane in range(32):
+        g, c = lane >> 2, lane & 3
+        regs = []
+        for i in range(4):
+            lo, hi = addrs[8 * i + 2 * c] + 2 * g, addrs[8 * i + 2 * c + 1] + 2 * g
+            regs.append([mem[lo], mem[lo + 1], mem[hi], mem[hi + 1]])
+        out.append(regs)
+    return out
+
+
+def perm(a, b, sel: int):               # prmt on byte lists: output byte i = {b, a}[sel nibble i]
+    src = a + b
+    return [src[(sel >> 4 * i) & 7] for i in range(4)]
 
 
 def wavefronts(accesses) -> int:
@@ -61,53 +83,64 @@ def test_the_swizzle_is_the_canonical_64_byte_one():
 
 
 def test_transpose_moves_every_byte_once_to_its_permuted_place():
-    k_tile = {sw64(k, d): (k, d) for k in range(64) for d in range(512)}     # where K[k][d] sits
+    k_tile = {}
+    for k in range(64):
+        for d in range(576):
+            k_tile[sw64(k, d)] = (k, d)                             # where K[k][d] sits
     placed = {}
-    for t in range(256):
-        rows = {m: k_tile_row for m, (_, k_tile_row, _) in enumerate(transpose_reads(t))}
-        for addr, k, d0 in transpose_reads(t):
-            assert k_tile[addr] == (k, d0)                          # the read finds K[k][d0..d0+15]
-        for addr, n, s0 in transpose_writes(t):
-            for m in range(8):                                      # byte m of the write: read m's row
-                k = rows[m]
-                assert slot_of(k) == s0 + m
-                want = sw64(row_of(n), slot_of(k))                  # V^T[row(n)][slot(k)], 64-byte rows
-                assert addr + m == want, (t, n, m)
-                assert want not in placed
-                placed[want] = (k, n)
+    for warp in range(4):
+        lanes = range(32 * warp, 32 * warp + 32)
+        for u in range(8):
+            regs = [ldmatrix_x4_trans([transpose_read_rows(t, u, h) for t in lanes], k_tile) for h in range(2)]
+            for t in lanes:
+                l = t & 31
+                r = [regs[h][l][m] for h in range(2) for m in range(4)]
+                for e, sel in enumerate((0x6420, 0x7531)):
+                    vec = sum((perm(r[2 * q], r[2 * q + 1], sel) for q in range(4)), [])
+                    addr = transpose_dst(t, e) + u * 4096
+                    for s, (k, d) in enumerate(vec):            # lane c's 16 bytes: slots 16c..
+                        assert slot_of(k) == 16 * (l & 3) + s and d == 64 * u + 16 * warp + 2 * (l >> 2) + e
+                        want = sw64(row_of(d), slot_of(k))          # V^T[row(d)][slot(k)], 64-byte rows
+                        assert addr + s == want, (t, u, e, s)
+                        assert want not in placed
+                        placed[want] = (k, d)
     assert len(placed) == 64 * 512 and set(placed.values()) == {(k, n) for k in range(64) for n in range(512)}
 
 
 def test_the_output_undoes_the_dim_permutation():
-    # the epilogue's pair swap where (j / 2) % 2: accumulator column 8j + 2c + i holds dim row_of^-1
+    # odd lanes c swap their pairs: accumulator column 8j + 2c + i holds dim row_of^-1 of it
     for wg, j, c, i in itertools.product(range(2), range(32), range(4), range(2)):
         col = 256 * wg + 8 * j + 2 * c + i
-        dim = 256 * wg + 8 * j + 2 * c + (i ^ ((j >> 1) & 1))
+        dim = 256 * wg + 8 * j + 2 * c + (i ^ (c & 1))
         assert row_of(dim) == col
 
 
-def test_p_stores_hold_eight_consecutive_slots():
-    # the scoring lane c's columns 8 j + 2 c + i: slots 8 (2c + i) + j, j = 0..7 one 8-byte store
-    for c, i in itertools.product(range(4), range(2)):
-        slots = [slot_of(8 * j + 2 * c + i) for j in range(8)]
-        assert slots == list(range(slots[0], slots[0] + 8)) and slots[0] == 8 * (2 * c + i)
+def test_p_stores_hold_sixteen_consecutive_slots():
+    # the scoring lane c's columns 8 j + 2 c + i: slots 16c + 2j + i, one 16-byte store a row
+    for c in range(4):
+        assert [slot_of(8 * j + 2 * c + i) for j in range(8) for i in range(2)] == list(range(16 * c, 16 * c + 16))
 
 
-def test_a_warps_transpose_reads_and_writes_take_the_fewest_wavefronts():
-    for warp in range(8):
+def test_a_warps_transpose_reads_and_stores_and_p_stores_take_the_fewest_wavefronts():
+    for warp in range(4):
         lanes = range(32 * warp, 32 * warp + 32)
-        for m in range(8):                   # 32 lanes x 16 bytes = 4 wavefronts at best
-            assert wavefronts([(transpose_reads(t)[m][0], 16) for t in lanes]) == 4
-        for n in range(16):                  # 32 lanes x 8 bytes = 2 at best
-            assert wavefronts([(transpose_writes(t)[n][0], 8) for t in lanes]) == 2
+        for u, h in itertools.product(range(8), range(2)):
+            rows = [transpose_read_rows(t, u, h) for t in lanes]
+            for i in range(4):               # each matrix: 8 rows x 16 bytes, one wavefront
+                assert wavefronts([(a, 16) for a in rows[8 * i: 8 * i + 8]]) == 1
+        for e in range(2):                   # 32 lanes x 16 bytes = 4 at best
+            assert wavefronts([(transpose_dst(t, e), 16) for t in lanes]) == 4
+        for h in range(2):                   # P: row 16 warp + g (+ 8), the 16 bytes of slots 16c..
+            assert wavefronts([(sw64(16 * warp + (l >> 2) + 8 * h, 16 * (l & 3)), 16) for l in range(32)]) == 4
 
 
-def test_the_model_sees_the_first_versions_conflict():
-    # v1 read KV rows 8 kg .. 8 kg + 7 of one atom: a quarter warp's eight lanes in one bank group
-    def v1(t, rr):
-        kg, dc = t & 7, t >> 3
-        return (dc >> 2) * SLAB + kg * ATOM + rr * 64 + (((dc & 3) ^ (rr >> 1)) << 4)
-    assert max(wavefronts([(v1(t, rr), 16) for t in range(32)]) for rr in range(8)) == 8
+def test_the_model_sees_a_conflict():
+    # dims in V^T rows as they are (no pair swap): a quarter warp's two rows share a bank half
+    def plain(t):
+        warp, _, g, c = lane_parts(t)
+        n = 2 * g
+        return warp * 1024 + (n >> 3) * 512 + (n & 7) * 64 + ((c ^ ((n >> 1) & 3)) << 4)
+    assert wavefronts([(plain(t), 16) for t in range(32)]) == 8
 
 
 # ---- MXFP4 decoded to e4m3 (the template's decode() and the prelude's e4m3_tables_store and e4m3_table_for)

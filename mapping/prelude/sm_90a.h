@@ -230,6 +230,12 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
                  :: "r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
+// Four 8 x 8 b16 matrices from shared memory, transposed: lane l gives the address of row l % 8 of
+// matrix l / 8; r[i] of lane (g, c) = (lane / 4, lane % 4) holds matrix i's rows 2c, 2c + 1 of column g.
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
 // Generic-proxy shared stores (st.shared) made visible to the async proxy that wgmma reads by.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
