@@ -49,10 +49,8 @@ LAST = "    if ((tid & 31) == 0 && blockIdx.x < SLOTS) atomicMax(&ptrace_t[8][bl
 
 def traced(source: str) -> str:
     """The tracer ahead of the first kernel, the last-warp mark before mla_decode's closing brace."""
-    first = source.index('extern "C"')
-    end = source.index('extern "C"', source.index("void mla_decode(")) if "void mla_combine(" in source else len(source)
-    close = source.rindex("}", 0, end)
-    return source[:first] + TRACER + source[first:close] + LAST + source[close:]
+    close = source.rindex("}", 0, source_edits.kernel_end(source, source.index("void mla_decode(")))
+    return source_edits.with_device_code(source[:close] + LAST + source[close:], TRACER)
 
 
 def main():
@@ -60,9 +58,7 @@ def main():
     ap.add_argument("--shape", action="append", default=[], help="B,L,Q_LEN,H (repeatable; default: B64 L1024/4096 h128)")
     args = ap.parse_args()
     shapes = [tuple(map(int, s.split(","))) for s in args.shape] or [(64, 1024, 1, 128), (64, 4096, 1, 128)]
-    source_edits.edit(MARKS)
-    plain = source_edits.MLADecode.source
-    source_edits.MLADecode.source = lambda self, target: traced(plain(self, target))
+    source_edits.edit(MARKS, then=traced)
     for B, L, q_len, h in shapes:
         inputs = make_mla_inputs([L] * B, q_len, h, "bf16", seed=1, device="cuda")
         k = portable.load("mla_decode", kv_format="bf16")

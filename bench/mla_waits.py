@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 import portable
-from portable.kernels.mla_decode import MLADecode
 from portable.kernels.mla_decode.reference import make_mla_inputs
 from portable.signature import balanced_end
 
+import source_edits
 from mla_products import parse_case
 from moe_trace import SPIN_CYCLES, read, zero
 
@@ -46,8 +46,7 @@ def timed(source: str) -> tuple[str, list[str]]:
     """mla_decode's waits wrapped in PW(site, ...) and a PLife at its top; the sites' lines."""
     start = source.index("void mla_decode(")
     body = source.index("{", balanced_end(source, source.index("(", start)))
-    end = source.find('extern "C"', body)
-    end = len(source) if end < 0 else end
+    end = source_edits.kernel_end(source, body)
     out, sites, at = [], [], body + 1
     for m in WAIT.finditer(source, body + 1, end):
         if m.start() < at:
@@ -59,8 +58,7 @@ def timed(source: str) -> tuple[str, list[str]]:
         at = stop
     assert len(sites) <= SITES
     text = source[:body + 1] + " PLife _plife;" + "".join(out) + source[at:]
-    first = text.index('extern "C"')
-    return text[:first] + TRACER + text[first:], sites
+    return source_edits.with_device_code(text, TRACER), sites
 
 
 def main():
@@ -70,8 +68,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     B, L, q_len, h = map(int, args.shape.split(","))
-    plain = MLADecode.source
-    MLADecode.source = lambda self, target: timed(plain(self, target))[0]
+    source_edits.edit([], then=lambda source: timed(source)[0])
     for case in args.case or ["bf16/auto", "fp8/fp8", "mxfp4/auto"]:
         fmt, mma, knobs = parse_case(case)
         inputs = make_mla_inputs([L] * B, q_len, h, fmt, seed=1, device="cuda")
@@ -88,7 +85,7 @@ def main():
         c = read(module, "pwait_c", np.uint64, (4, SITES)).astype(np.float64)
         life = read(module, "pwait_life", np.uint64, (4,)).astype(np.float64)
         target = kernel.launcher_at(0).target
-        source = plain(kernel, target)
+        source = source_edits.unedited(kernel, target)
         sites = timed(source)[1]
         with open(os.path.join(args.out, f"waits_{case.replace('/', '_')}.cu"), "w") as f:
             f.write(source)

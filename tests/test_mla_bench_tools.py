@@ -50,8 +50,8 @@ def test_every_ablation_cut_finds_its_loop(fmt, knobs, cuts):
 
 
 def test_the_timeline_marks_every_point_of_the_regs_loop(edits):
-    edits(mla_timeline.MARKS)
-    source = mla_timeline.traced(heads_source("bf16"))
+    edits(mla_timeline.MARKS, then=mla_timeline.traced)          # as mla_timeline.main edits
+    source = heads_source("bf16")
     for _, new in mla_timeline.MARKS:
         assert new in source
     marked = {int(p) for p in re.findall(r"ptrace_mark\((\d+)\)", source)}
@@ -61,9 +61,11 @@ def test_the_timeline_marks_every_point_of_the_regs_loop(edits):
 
 
 @pytest.mark.parametrize("fmt, mma", [("bf16", "auto"), ("fp8", "auto"), ("mxfp4", "auto")])
-def test_every_wait_of_a_heads_loop_is_timed(fmt, mma):
+def test_every_wait_of_a_heads_loop_is_timed(fmt, mma, edits):
     plain = heads_source(fmt, mma)
     text, sites = mla_waits.timed(plain)
+    edits([], then=lambda source: mla_waits.timed(source)[0])    # as mla_waits.main edits
+    assert heads_source(fmt, mma) == text
     body = text[text.index("void mla_decode("):text.index("void mla_combine(")]
     assert body.count("PW(") == len(sites) > 5
     unwrapped = [m.group(0) for m in mla_waits.WAIT.finditer(body) if not body[:m.start()].endswith(", ")]
