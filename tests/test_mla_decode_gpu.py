@@ -174,6 +174,26 @@ def test_fp8_tensor_copies_match_reference(mma):
     nan_past_the_cache("fp8", [4097, 4130], **knobs)
 
 
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_fp8_regs_loop_matches_reference(mma):
+    """The fp8 cache on fp8 products with Q in the scorer's registers (scores="regs") on sequences
+    of 4096 and more (fp8 products' lengths, where their bars hold): partial last tiles and an
+    empty sequence at q 4 h 32, q 1 h 16 and h 128, 64-row pages with NaN in the unused pages, NaN
+    in the cache rows past the last sequence, 1-row pages (which take the two-warpgroup loop on
+    cp.async), and partials in fp32."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    knobs = {"mma": mma, "loop": "heads", "scores": "regs"}
+    out, _ = run_and_compare("fp8", [4097, 4159, 0, 4160, 4100], 4, 32, **knobs)
+    assert torch.all(out[8:12] == 0)                  # (the empty sequence's rows)
+    run_and_compare("fp8", [4096, 8192, 5000], 1, 16, **knobs)
+    run_and_compare("fp8", [4097, 8192], 1, 128, **knobs)
+    for page_size in (64, 1):
+        run_and_compare("fp8", [4100, 6000, 8192, 65], 2, 32, page_size=page_size, **knobs)
+    nan_past_the_cache("fp8", [4097, 4130], **knobs)
+    run_and_compare("fp8", [8192, 3000], 4, 32, **knobs, partials="fp32")
+
+
 @pytest.mark.parametrize("fmt,mma,knobs", [("bf16", "auto", {"scores": "regs"}), ("bf16", "auto", {"scores": "one"}),
                                            ("bf16", "auto", {"scores": "halves"}), ("fp8", "bf16", {}), ("mxfp4", "bf16", {}),
                                            ("fp8", "fp8x2", {}), ("mxfp4", "fp8", {})])

@@ -80,18 +80,21 @@ __device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsi
 }
 WG_MMA_N32(wg_mma_bf16_n32, "bf16")
 WG_MMA_N32(wg_mma_f16_n32, "f16")
-#define WG_MMA_N64(NAME, TYPE)                                                                           \
+// (SHAPE the instruction's shape and types, TAIL its scale (and, 16-bit types only, transpose)
+// immediates: e4m3 takes A's 32 K values a row as four bytes a register, the mma.m16n8k32 layout)
+#define WG_MMA_N64(NAME, SHAPE, TAIL)                                                                    \
 template <int R>                                                                                         \
 __device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {      \
     static_assert(R >= 32, "64 x 64 fp32 needs 32 accumulators a thread");                               \
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n\t"                                            \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                         \
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0; }" \
+                 "wgmma.mma_async.sync.aligned." SHAPE " "                                               \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, " TAIL "; }" \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1) : "memory");               \
 }
-WG_MMA_N64(wg_mma_bf16_n64, "bf16")
-WG_MMA_N64(wg_mma_f16_n64, "f16")
+WG_MMA_N64(wg_mma_bf16_n64, "m64n64k16.f32.bf16.bf16", "1, 1, 0")
+WG_MMA_N64(wg_mma_f16_n64, "m64n64k16.f32.f16.f16", "1, 1, 0")
+WG_MMA_N64(wg_mma_e4m3_n64, "m64n64k32.f32.e4m3.e4m3", "1, 1")
 #define WG_MMA_N128(NAME, TYPE)                                                                          \
 template <int R>                                                                                         \
 __device__ __forceinline__ void NAME(float (&d)[R], const unsigned (&a)[4], unsigned long long b) {      \

@@ -48,6 +48,7 @@ WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, 
 # bytes padded to 320 so that a quarter warp's two rows read disjoint banks
 HEADS_RAW_ROW = {"bf16": 0, "fp8": D, "mxfp4": 320}
 SCALE_WINDOW = 20       # MXFP4: a row's 18 scale bytes (2-byte aligned) in a 4-byte aligned window
+FP8_REGS_KSTEPS = 28             # the fp8 "regs" loop's Q k-steps (32 dims of a part) held in the scorer's registers
 FP8_PRODUCTS = ("fp8", "fp8x2")  # the `mma` values on the fp8 matrix path (one or two e4m3 Q parts)
 FP8_PRODUCTS_FORMATS = ("fp8", "mxfp4")     # the caches they take (MXFP4 decoded to e4m3 exactly)
 # mma="auto": fp8 products only where every sequence is this long (below, e4m3 P alone misses
@@ -168,8 +169,10 @@ class MLADecode(Kernel):
                     "copies", "partials"):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
-        if t["loop"] != "heads" or self.params["kv_format"] != "bf16" or self.params["mma"] in FP8_PRODUCTS:
-            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop only)
+        if not self._scores_fit(t):
+            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop, and "regs" of the fp8 cache's)
+        if self._fp8_regs(t) and t["copies"] != "tensor":
+            t["scores"] = ""                    # (that loop takes tensor copies only)
         if t["loop"] != "heads":
             t["partials"] = ""                  # (a choice of the heads loops only)
         if t["scores"] == "regs":
@@ -186,6 +189,17 @@ class MLADecode(Kernel):
         """The loops whose copies may be tensor copies: "regs", and the fp8 cache on fp8 products."""
         return t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS
                                          and self.params["kv_format"] == "fp8")
+
+    def _scores_fit(self, t: dict) -> bool:
+        """The loops the scores knob chooses among: the bf16 cache's heads loop, and "regs" for the
+        fp8 cache's heads loop on fp8 products."""
+        fmt, mma = self.params["kv_format"], self.params["mma"]
+        return t["loop"] == "heads" and ((fmt == "bf16" and mma not in FP8_PRODUCTS)
+                                         or (fmt == "fp8" and mma in FP8_PRODUCTS and t["scores"] in ("", "regs")))
+
+    def _fp8_regs(self, t: dict) -> bool:
+        """The fp8 cache's heads loop on fp8 products with Q in the scorer's registers."""
+        return t["scores"] == "regs" and self.params["mma"] in FP8_PRODUCTS
 
     def _mx_heads_fp8(self, t: dict) -> bool:
         return t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and self.params["kv_format"] == "mxfp4"
@@ -259,9 +273,10 @@ class MLADecode(Kernel):
         if self.tuning["decoders"] and not self._mx_heads_fp8(t):
             raise InputError(f"decoders: a knob of MXFP4 on fp8 products (the heads loop); got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
-        if self.tuning["scores"] and (t["loop"] != "heads" or self.params["kv_format"] != "bf16" or mma in FP8_PRODUCTS):
-            raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products; got kv_format "
-                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
+        if self.tuning["scores"] and not self._scores_fit({**t, "scores": self.tuning["scores"]}):
+            raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products, and \"regs\" of the fp8 "
+                             f"cache's on fp8 products; got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, "
+                             f"mma {mma!r}, scores {self.tuning['scores']!r} (leave it out)")
         if self.tuning["partials"] and t["loop"] != "heads":
             raise InputError(f"partials: a knob of the heads loops; got kv_format {self.params['kv_format']!r}, "
                              f"loop {t['loop']!r} (leave it out)")
@@ -309,6 +324,17 @@ class MLADecode(Kernel):
         """Byte offsets of the loop's shared-memory regions and their total ("bytes"): the one
         place the templates and dynamic_smem read them from."""
         t = self.tiles(target)
+        if t["loop"] == "heads" and self._fp8_regs(t):
+            # three KV stages, two V^T and two P buffers (Q lands row-major over them, rows QLD
+            # bytes apart, a 16-byte pad against bank conflicts), Q's k-steps past the kq held in
+            # registers (64-byte swizzle), the stages' mbarriers, Q's row scales, [tile % 2][row]
+            # rescale factors, the rows' sums and maxima
+            parts = 2 if self.params["mma"] == "fp8x2" else 1
+            kq, q_ld = min(18 * parts, FP8_REGS_KSTEPS), D + 16
+            vt, p, land = 2 * DV * 64, 2 * 64 * 64, parts * 64 * q_ld
+            return {**_regions(kv=3 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
+                               bar=3 * 8, qs=64 * 4, alpha=2 * 64 * 4, l=64 * 4, m=64 * 4),
+                    "stage": 64 * D, "q_ld": q_ld, "kq": kq}
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
             # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: two decoded
             # tiles beside the ring of raw stages, their scale windows and where each row's
@@ -505,7 +531,9 @@ class MLADecode(Kernel):
         if not isinstance(plan, MLAPlan):
             raise InputError(f"plan: expected the result of mla.plan(...), got {type(plan).__name__}")
         tiles = self.tiles(device_target(plan.device_index).name)
-        if {**plan.tiles, "copies": tiles["copies"]} != tiles:       # (copies follow the page size, not the plan)
+        # (copies follow the page size, not the plan, and the fp8 "regs" loop takes tensor copies only)
+        follow = {k: tiles[k] for k in ("copies", "scores", "warps")} if self._fp8_regs(plan.tiles) or self._fp8_regs(tiles) else {"copies": tiles["copies"]}
+        if {**plan.tiles, **follow} != tiles:
             raise InputError(f"plan: built for tiling {plan.tiles}, this kernel uses {tiles}")
         if not isinstance(q, torch.Tensor) or q.dtype is not torch.bfloat16 or tuple(q.shape) != (plan.total_q, plan.heads, D):
             got = f"{q.dtype} {tuple(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
