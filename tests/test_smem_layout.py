@@ -18,7 +18,7 @@ from portable.targets import tiling
 
 # the templates whose kernels' layouts this file checks (mla_decode's: its tensor copies)
 LAID_OUT = {"mxfp4_moe_gemm_mma.j2", "mxfp4_moe_rs.j2",
-            "mla_decode_common.j2", "mla_decode_heads_regs.j2", "mla_decode_heads_fp8.j2"}
+            "mla_decode_common.j2", "mla_decode_heads_regs.j2", "mla_decode_heads_fp8.j2", "mla_decode_heads_fp8_regs.j2"}
 
 
 def barrier_rows() -> list[str]:
@@ -121,13 +121,30 @@ def test_mla_tensor_copies_keep_their_barriers_apart(fmt, mma, knobs, stages):
     memory; on cp.async the barrier region is empty."""
     from portable.kernels.mla_decode import MLADecode
 
-    def region_ends(layout: dict) -> dict:
-        starts = sorted((v, n) for n, v in layout.items()
-                        if n not in ("bytes", "stage", "kv_tiles", "v_bufs", "raw_stage", "raw_row", "scw"))
-        return {n: (starts[i + 1][0] if i + 1 < len(starts) else layout["bytes"]) for i, (_, n) in enumerate(starts)}
-
     lay = MLADecode(kv_format=fmt, mma=mma, tuning=knobs).layout("sm_90a")
     old = MLADecode(kv_format=fmt, mma=mma, tuning={**knobs, "copies": "cp.async"}).layout("sm_90a")
     assert lay["bar"] % 8 == 0 and lay["bytes"] <= portable.get_target("sm_90a").smem_per_block, lay
     assert region_ends(lay)["bar"] - lay["bar"] == 8 * stages, lay
-    assert region_ends(old)["bar"] == old["bar"] and lay["bytes"] == old["bytes"] + 8 * stages, (lay, old)
+    assert lay["bytes"] == old["bytes"] + 8 * stages, (lay, old)
+
+
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_mla_fp8_regs_loop_keeps_its_barriers_apart(mma):
+    """The fp8 cache's "regs" loop (tensor copies only): three mbarriers, 8-byte aligned, in a
+    region of their own; Q's row-major landing (the prologue's, over the V^T and P buffers) ends
+    before the k-steps of Q kept in shared memory, which the same prologue writes."""
+    from portable.kernels.mla_decode import MLADecode
+    lay = MLADecode(kv_format="fp8", mma=mma, tuning={"loop": "heads", "scores": "regs"}).layout("sm_90a")
+    assert lay["bar"] % 8 == 0 and lay["bytes"] <= portable.get_target("sm_90a").smem_per_block, lay
+    assert region_ends(lay)["bar"] - lay["bar"] == 24, lay
+    parts = 2 if mma == "fp8x2" else 1
+    assert lay["vt"] + parts * 64 * lay["q_ld"] <= lay["q"], lay
+    assert all(lay[n] % 1024 == 0 for n in ("kv", "vt", "p", "q")), lay      # (the 64-byte swizzle's atoms)
+
+
+def region_ends(layout: dict) -> dict:
+    """mla_decode's regions (MLADecode.layout) -> where each ends: the next start past its own
+    (regions of no bytes start where the next one does)."""
+    starts = {n: v for n, v in layout.items()
+              if n not in ("bytes", "stage", "kv_tiles", "v_bufs", "raw_stage", "raw_row", "scw", "q_ld", "kq")}
+    return {n: min((v for v in starts.values() if v > at), default=layout["bytes"]) for n, at in starts.items()}
