@@ -252,8 +252,8 @@ def test_fp8_tensor_copies_compile(mma):
     the prologue, one in the loop), no cp.async, no spills, wgmma pipelined, an mbarrier a ring
     slot beside the cp.async layout."""
     toolchain_or_skip(nvrtc.available())
-    k = MLADecode(kv_format="fp8", mma=mma, tuning={"loop": "heads", "copies": "tensor"}).for_heads(32, "sm_90a", 4, 8192)
-    old = MLADecode(kv_format="fp8", mma=mma, tuning={"loop": "heads", "copies": "cp.async"}).for_heads(32, "sm_90a", 4, 8192)
+    k = MLADecode(kv_format="fp8", mma=mma, tuning={"loop": "heads", "scores": "one", "copies": "tensor"}).for_heads(32, "sm_90a", 4, 8192)
+    old = MLADecode(kv_format="fp8", mma=mma, tuning={"loop": "heads", "scores": "one", "copies": "cp.async"}).for_heads(32, "sm_90a", 4, 8192)
     assert k.report("sm_90a")["spill_bytes"] == 0
     assert_wgmma_pipelined(k)
     sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
@@ -303,11 +303,12 @@ def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
 
 @pytest.mark.parametrize("mma,stages", [("fp8", 2), ("fp8", 3), ("fp8x2", 2)])
 def test_fp8_products_compile_to_fp8_warpgroup_mma(mma, stages):
-    """mma="fp8": 18 e4m3 MMAs 64 x 64 for S on the scoring warpgroup (twice: the pipeline's
-    first tile and the loop; "fp8x2": 36, Q's two parts) and 2 for P V on each warpgroup, no bf16
-    MMA, no spills, no serialized wgmma, inside sm_90a's shared memory; the layout the test knows."""
+    """mma="fp8" on scores="one": 18 e4m3 MMAs 64 x 64 for S on the scoring warpgroup (twice: the
+    pipeline's first tile and the loop; "fp8x2": 36, Q's two parts) and 2 for P V on each
+    warpgroup, no bf16 MMA, no spills, no serialized wgmma, inside sm_90a's shared memory; the
+    layout the test knows."""
     toolchain_or_skip(nvrtc.available())
-    k = MLADecode(kv_format="fp8", mma=mma, tuning={"stages": stages}).for_heads(32, "sm_90a", 4, 8192)
+    k = MLADecode(kv_format="fp8", mma=mma, tuning={"stages": stages, "scores": "one"}).for_heads(32, "sm_90a", 4, 8192)
     assert k.tiles("sm_90a")["loop"] == "heads" and k.params["mma"] == mma and k.tiles("sm_90a")["copies"] == "tensor"
     r = k.report("sm_90a")
     parts = 2 if mma == "fp8x2" else 1
@@ -363,7 +364,7 @@ def test_fp8_products_compile_as_a_user_asks_for_them():
     for mma in ("fp8", "fp8x2"):
         k = portable.load("mla_decode", kv_format="fp8", mma=mma)
         assert k.tiles("sm_90a")["loop"] == "heads"
-        assert k.report("sm_90a")["instructions"]["hgmma"] == (76 if mma == "fp8x2" else 40)
+        assert k.report("sm_90a")["instructions"]["hgmma"] == (38 if mma == "fp8x2" else 20)     # (scores="regs")
 
 
 def test_fp8_products_refused_where_they_do_not_run():
@@ -410,7 +411,7 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert mx.for_heads(32, "sm_90a", 4, 2048, batch=4).params["mma"] == "auto"    # (short, small: bf16 products)
     assert mx.for_heads(32, "sm_90a", 4, 1023).params["mma"] == "auto"
     two = MLADecode(kv_format="fp8", mma="fp8x2").for_heads(32, "sm_90a", 4, 8192)
-    assert two.layout("sm_90a")["kv"] == 2 * 64 * 576                    # Q's two parts first
+    assert two.tiles("sm_90a")["scores"] == "regs" and two.block_threads("sm_90a") == 384     # Q in the scorer's registers
     assert MLADecode(kv_format="mxfp4", mma="fp8x2").tiles("sm_90a")["decoders"] == 1     # (slower with two)
 
 

@@ -160,13 +160,13 @@ def test_tensor_copies_match_reference():
 
 @pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
 def test_fp8_tensor_copies_match_reference(mma):
-    """The fp8 cache on fp8 products with copies="tensor": sequences of 4096 and more (fp8
+    """The fp8 cache on fp8 products, scores="one", with copies="tensor": sequences of 4096 and more (fp8
     products' lengths) at q 4 h 16 and h 128, 64-row pages with NaN in the unused pages, 1-row
     pages (cp.async), and NaN in the cache rows past the last sequence (V^T's columns there must
     be zeros)."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    knobs = {"mma": mma, "loop": "heads", "copies": "tensor"}
+    knobs = {"mma": mma, "loop": "heads", "scores": "one", "copies": "tensor"}
     run_and_compare("fp8", [4096, 8192, 5000], 4, 16, **knobs)
     run_and_compare("fp8", [4097, 8192], 1, 128, **knobs)
     for page_size in (64, 1):
@@ -189,7 +189,7 @@ def test_fp8_regs_loop_matches_reference(mma):
     run_and_compare("fp8", [4096, 8192, 5000], 1, 16, **knobs)
     run_and_compare("fp8", [4097, 8192], 1, 128, **knobs)
     for page_size in (64, 1):
-        run_and_compare("fp8", [4100, 6000, 8192, 65], 2, 32, page_size=page_size, **knobs)
+        run_and_compare("fp8", [4100, 6000, 8192, 1100], 2, 32, page_size=page_size, **knobs)
     nan_past_the_cache("fp8", [4097, 4130], **knobs)
     run_and_compare("fp8", [8192, 3000], 4, 32, **knobs, partials="fp32")
 

@@ -108,9 +108,9 @@ def test_the_check_sees_a_barrier_under_the_output_tile(monkeypatch):
 
 
 MLA_TENSOR_COPIES = [("bf16", "auto", {"loop": "heads", "scores": "regs", "copies": "tensor"}, 3),
-                     ("fp8", "fp8x2", {"loop": "heads", "copies": "tensor"}, 2),
-                     ("fp8", "fp8", {"loop": "heads", "copies": "tensor"}, 2),
-                     ("fp8", "fp8", {"loop": "heads", "copies": "tensor", "stages": 3}, 3)]
+                     ("fp8", "fp8x2", {"loop": "heads", "scores": "one", "copies": "tensor"}, 2),
+                     ("fp8", "fp8", {"loop": "heads", "scores": "one", "copies": "tensor"}, 2),
+                     ("fp8", "fp8", {"loop": "heads", "scores": "one", "copies": "tensor", "stages": 3}, 3)]
 
 
 @pytest.mark.parametrize("fmt,mma,knobs,stages", MLA_TENSOR_COPIES)

@@ -116,8 +116,9 @@ class MLADecode(Kernel):
         # mla_decode_heads.j2) or "one" (warpgroup 0 scores all of them while warpgroup 1
         # copies, both multiply P V; mla_decode_heads_one.j2) or "regs" (warpgroup 0 scores with
         # Q in its registers, two more warpgroups hold O's halves and copy; 12 warps, three KV
-        # stages; mla_decode_heads_regs.j2). (The fp8 products' loop always scores on one
-        # warpgroup.)
+        # stages; mla_decode_heads_regs.j2). The fp8 cache's on fp8 products: "one"
+        # (mla_decode_heads_fp8.j2, which MXFP4 always takes) or "regs" (tensor copies only;
+        # mla_decode_heads_fp8_regs.j2).
         "scores": Choice(("", "halves", "one", "regs"), ""),
         # MXFP4 on fp8 products (heads loop): warpgroups decoding the cache, 2: a third warpgroup
         # beside the copying one (12 warps; registers moved to the MMA warpgroups by setmaxnreg)
@@ -170,9 +171,9 @@ class MLADecode(Kernel):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         if not self._scores_fit(t):
-            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop, and "regs" of the fp8 cache's)
+            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop, and of the fp8 cache's on fp8 products)
         if self._fp8_regs(t) and t["copies"] != "tensor":
-            t["scores"] = ""                    # (that loop takes tensor copies only)
+            t["scores"] = "one"                 # (the "regs" loop takes tensor copies only)
         if t["loop"] != "heads":
             t["partials"] = ""                  # (a choice of the heads loops only)
         if t["scores"] == "regs":
@@ -191,11 +192,11 @@ class MLADecode(Kernel):
                                          and self.params["kv_format"] == "fp8")
 
     def _scores_fit(self, t: dict) -> bool:
-        """The loops the scores knob chooses among: the bf16 cache's heads loop, and "regs" for the
-        fp8 cache's heads loop on fp8 products."""
+        """The loops the scores knob chooses among: the bf16 cache's heads loops, and "one" or
+        "regs" for the fp8 cache's heads loop on fp8 products."""
         fmt, mma = self.params["kv_format"], self.params["mma"]
         return t["loop"] == "heads" and ((fmt == "bf16" and mma not in FP8_PRODUCTS)
-                                         or (fmt == "fp8" and mma in FP8_PRODUCTS and t["scores"] in ("", "regs")))
+                                         or (fmt == "fp8" and mma in FP8_PRODUCTS and t["scores"] in ("one", "regs")))
 
     def _fp8_regs(self, t: dict) -> bool:
         """The fp8 cache's heads loop on fp8 products with Q in the scorer's registers."""
@@ -274,8 +275,8 @@ class MLADecode(Kernel):
             raise InputError(f"decoders: a knob of MXFP4 on fp8 products (the heads loop); got kv_format "
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
         if self.tuning["scores"] and not self._scores_fit({**t, "scores": self.tuning["scores"]}):
-            raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products, and \"regs\" of the fp8 "
-                             f"cache's on fp8 products; got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, "
+            raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products, and \"one\" or \"regs\" of "
+                             f"the fp8 cache's on fp8 products; got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, "
                              f"mma {mma!r}, scores {self.tuning['scores']!r} (leave it out)")
         if self.tuning["partials"] and t["loop"] != "heads":
             raise InputError(f"partials: a knob of the heads loops; got kv_format {self.params['kv_format']!r}, "
