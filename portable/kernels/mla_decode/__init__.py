@@ -48,7 +48,7 @@ WGMMA_LOOPS = {"fragments": (("fp8", "mxfp4"), {"kv_tile": 64, "row_groups": 1, 
 # bytes padded to 320 so that a quarter warp's two rows read disjoint banks
 HEADS_RAW_ROW = {"bf16": 0, "fp8": D, "mxfp4": 320}
 SCALE_WINDOW = 20       # MXFP4: a row's 18 scale bytes (2-byte aligned) in a 4-byte aligned window
-FP8_REGS_KSTEPS = 30             # the fp8 "regs" loop's Q k-steps (32 dims of a part) held in the scorer's registers
+FP8_REGS_KSTEPS = 28             # the fp8 "regs" loop's Q k-steps (32 dims of a part) held in the scorer's registers
 FP8_PRODUCTS = ("fp8", "fp8x2")  # the `mma` values on the fp8 matrix path (one or two e4m3 Q parts)
 FP8_PRODUCTS_FORMATS = ("fp8", "mxfp4")     # the caches they take (MXFP4 decoded to e4m3 exactly)
 # mma="auto": fp8 products only where every sequence is this long (below, e4m3 P alone misses
