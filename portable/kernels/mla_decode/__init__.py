@@ -346,9 +346,9 @@ class MLADecode(Kernel):
             for stages in (3, 2):
                 decode = dict(raw=stages * 64 * raw_row, sc=stages * 64 * SCALE_WINDOW, soff=stages * 64,
                               kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if self.params["kv_format"] == "mxfp4" else {}
-                lay = {**_regions(kv=(2 if decode else 3) * 64 * D, **decode, vt=vt, p=p, land=max(0, land - vt - p),
-                                  q=(18 * parts - kq) * 64 * 32, bar=0 if decode else 3 * 8, qs=64 * 4, alpha=2 * 64 * 4,
-                                  l=65 * 4, m=64 * 4),
+                lay = {**_regions(kv=(2 if decode else 3) * 64 * D, vt=vt, p=p, land=max(0, land - vt - p),
+                                  q=(18 * parts - kq) * 64 * 32, **decode, bar=0 if decode else 3 * 8, qs=64 * 4,
+                                  alpha=2 * 64 * 4, l=65 * 4, m=64 * 4),
                        "stage": 64 * D, "q_ld": q_ld, "kq": kq}
                 if not decode or lay["bytes"] <= get_target(target).smem_per_block:
                     break
