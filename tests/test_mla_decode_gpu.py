@@ -174,26 +174,24 @@ def test_fp8_tensor_copies_match_reference(mma):
     nan_past_the_cache("fp8", [4097, 4130], **knobs)
 
 
-@pytest.mark.parametrize("fmt,mma", [("fp8", "fp8x2"), ("fp8", "fp8"), ("mxfp4", "fp8"), ("mxfp4", "fp8x2")])
-def test_fp8_regs_loop_matches_reference(fmt, mma):
-    """The fp8 and MXFP4 caches on fp8 products with Q in the scorer's registers (scores="regs")
-    on sequences of 1024 and more (fp8 products' lengths, where their bars hold): partial last
-    tiles and an empty sequence at q 4 h 32, q 1 h 16 and h 128, 64-row pages with NaN in the
-    unused pages, 1-row pages (the fp8 cache takes the two-warpgroup loop there, on cp.async),
-    partials in fp32; the fp8 cache with NaN in the rows past the last sequence (its tensor
-    copies bring them in)."""
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_fp8_regs_loop_matches_reference(mma):
+    """The fp8 cache on fp8 products with Q in the scorer's registers (scores="regs") on sequences
+    of 4096 and more (fp8 products' lengths, where their bars hold): partial last tiles and an
+    empty sequence at q 4 h 32, q 1 h 16 and h 128, 64-row pages with NaN in the unused pages, NaN
+    in the cache rows past the last sequence, 1-row pages (which take the two-warpgroup loop on
+    cp.async), and partials in fp32."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     knobs = {"mma": mma, "loop": "heads", "scores": "regs"}
-    out, _ = run_and_compare(fmt, [4097, 4159, 0, 4160, 4100], 4, 32, **knobs)
+    out, _ = run_and_compare("fp8", [4097, 4159, 0, 4160, 4100], 4, 32, **knobs)
     assert torch.all(out[8:12] == 0)                  # (the empty sequence's rows)
-    run_and_compare(fmt, [4096, 8192, 5000], 1, 16, **knobs)
-    run_and_compare(fmt, [4097, 8192], 1, 128, **knobs)
+    run_and_compare("fp8", [4096, 8192, 5000], 1, 16, **knobs)
+    run_and_compare("fp8", [4097, 8192], 1, 128, **knobs)
     for page_size in (64, 1):
-        run_and_compare(fmt, [4100, 6000, 8192, 1100], 2, 32, page_size=page_size, **knobs)
-    if fmt == "fp8":
-        nan_past_the_cache(fmt, [4097, 4130], **knobs)
-    run_and_compare(fmt, [8192, 3000], 4, 32, **knobs, partials="fp32")
+        run_and_compare("fp8", [4100, 6000, 8192, 1100], 2, 32, page_size=page_size, **knobs)
+    nan_past_the_cache("fp8", [4097, 4130], **knobs)
+    run_and_compare("fp8", [8192, 3000], 4, 32, **knobs, partials="fp32")
 
 
 @pytest.mark.parametrize("fmt,mma,knobs", [("bf16", "auto", {"scores": "regs"}), ("bf16", "auto", {"scores": "one"}),

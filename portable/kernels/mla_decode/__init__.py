@@ -157,8 +157,6 @@ class MLADecode(Kernel):
             t.update(table.get("heads_fp8", {}))
             if isinstance(t.get("decoders"), dict):                       # (one value per Q parts)
                 t["decoders"] = t["decoders"][self.params["mma"]]
-            if isinstance(t.get("scores"), dict):                         # (one value per format)
-                t["scores"] = t["scores"].get(self.params["kv_format"], "")
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
         t.setdefault("tokens", 1)
@@ -174,8 +172,8 @@ class MLADecode(Kernel):
                 t[key] = self.tuning[key]
         if not self._scores_fit(t):
             t["scores"] = ""                    # (a choice of the bf16 cache's heads loop, and of the fp8 cache's on fp8 products)
-        if self._fp8_regs(t) and self.params["kv_format"] == "fp8" and t["copies"] != "tensor":
-            t["scores"] = "one"                 # (the fp8 cache's "regs" loop takes tensor copies only)
+        if self._fp8_regs(t) and t["copies"] != "tensor":
+            t["scores"] = "one"                 # (the "regs" loop takes tensor copies only)
         if t["loop"] != "heads":
             t["partials"] = ""                  # (a choice of the heads loops only)
         if t["scores"] == "regs":
@@ -189,27 +187,23 @@ class MLADecode(Kernel):
         return t
 
     def _tensor_copies_fit(self, t: dict) -> bool:
-        """The loops whose copies may be tensor copies: the bf16 cache's "regs", and the fp8 cache
-        on fp8 products (MXFP4's raw rows sit padded, which the copy engine does not do)."""
-        fmt = self.params["kv_format"]
-        return fmt != "mxfp4" and (t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS
-                                                              and fmt == "fp8"))
+        """The loops whose copies may be tensor copies: "regs", and the fp8 cache on fp8 products."""
+        return t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS
+                                         and self.params["kv_format"] == "fp8")
 
     def _scores_fit(self, t: dict) -> bool:
         """The loops the scores knob chooses among: the bf16 cache's heads loops, and "one" or
         "regs" for the fp8 cache's heads loop on fp8 products."""
         fmt, mma = self.params["kv_format"], self.params["mma"]
         return t["loop"] == "heads" and ((fmt == "bf16" and mma not in FP8_PRODUCTS)
-                                         or (fmt in ("fp8", "mxfp4") and mma in FP8_PRODUCTS and t["scores"] in ("one", "regs")))
+                                         or (fmt == "fp8" and mma in FP8_PRODUCTS and t["scores"] in ("one", "regs")))
 
     def _fp8_regs(self, t: dict) -> bool:
         """The fp8 cache's heads loop on fp8 products with Q in the scorer's registers."""
         return t["scores"] == "regs" and self.params["mma"] in FP8_PRODUCTS
 
     def _mx_heads_fp8(self, t: dict) -> bool:
-        """MXFP4 on fp8 products' two-warpgroup heads loop (its decoders knob)."""
-        return (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and self.params["kv_format"] == "mxfp4"
-                and t["scores"] != "regs")
+        return t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and self.params["kv_format"] == "mxfp4"
 
     def for_heads(self, heads: int, target: str, q_max: int = 1, kv_min: int = 0, batch: int = 1 << 30) -> "MLADecode":
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
@@ -336,24 +330,12 @@ class MLADecode(Kernel):
             # bytes apart, a 16-byte pad against bank conflicts), Q's k-steps past the kq held in
             # registers (64-byte swizzle), the stages' mbarriers, Q's row scales, [tile % 2][row]
             # rescale factors, the rows' sums and maxima
-            # (MXFP4: two decoded K tiles beside three raw stages, or two where three do not fit,
-            # their scale windows, where each row's scales start, [tile % 2] row factors,
-            # exponents, [tile % 2][8-row group] largest exponents, and O's unit after the sums)
             parts = 2 if self.params["mma"] == "fp8x2" else 1
             kq, q_ld = min(18 * parts, FP8_REGS_KSTEPS), D + 16
             vt, p, land = 2 * DV * 64, 2 * 64 * 64, parts * 64 * q_ld
-            raw_row = HEADS_RAW_ROW["mxfp4"]
-            for stages in (3, 2):
-                decode = dict(raw=stages * 64 * raw_row, sc=stages * 64 * SCALE_WINDOW, soff=stages * 64,
-                              kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if self.params["kv_format"] == "mxfp4" else {}
-                lay = {**_regions(kv=(2 if decode else 3) * 64 * D, vt=vt, p=p, land=max(0, land - vt - p),
-                                  q=(18 * parts - kq) * 64 * 32, **decode, bar=0 if decode else 3 * 8, qs=64 * 4,
-                                  alpha=2 * 64 * 4, l=65 * 4, m=64 * 4),
-                       "stage": 64 * D, "q_ld": q_ld, "kq": kq}
-                if not decode or lay["bytes"] <= get_target(target).smem_per_block:
-                    break
-            return {**lay, **({"raw_stages": stages, "raw_stage": 64 * raw_row, "raw_row": raw_row, "scw": SCALE_WINDOW}
-                              if decode else {})}
+            return {**_regions(kv=3 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
+                               bar=3 * 8, qs=64 * 4, alpha=2 * 64 * 4, l=64 * 4, m=64 * 4),
+                    "stage": 64 * D, "q_ld": q_ld, "kq": kq}
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
             # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: two decoded
             # tiles beside the ring of raw stages, their scale windows and where each row's
