@@ -380,19 +380,18 @@ def test_fp8_products_refused_where_they_do_not_run():
 
 
 def test_auto_picks_fp8_products_from_rows_and_length():
-    """"auto" takes fp8 products with two Q parts for the fp8 cache (one part is opt-in there:
-    it doubles the error against the unquantized latents) and, from 32 rows, one part for MXFP4
+    """"auto" takes fp8 products with two Q parts for the fp8 cache from 16 rows (one part is
+    opt-in there: it doubles the error against the unquantized latents) and, from 32 rows, one part for MXFP4
     (whose own rounding dwarfs Q's), with two decoding warpgroups."""
     k = MLADecode(kv_format="fp8")
     assert k.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8x2"     # 128 rows, long
     assert k.for_heads(16, "sm_90a", 2, 4096).params["mma"] == "fp8x2"     # 32 rows
     assert k.for_heads(32, "sm_90a", 4, 1024).params["mma"] == "fp8x2"
     assert k.for_heads(32, "sm_90a", 4, 1023).params["mma"] == "auto"      # too short for e4m3 P: bf16 products
-    assert k.for_heads(16, "sm_90a", 1, 8192).params["mma"] == "auto"      # 16 rows: the fragments loop
-    assert k.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "fragments"
-    assert k.for_heads(16, "sm_90a", 1, 8192, batch=4).params["mma"] == "fp8x2"   # ... but for a small batch
-    assert k.for_heads(16, "sm_90a", 1, 8192, batch=8).params["mma"] == "auto"
-    assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).params["mma"] == "auto"
+    assert k.for_heads(16, "sm_90a", 1, 8192).params["mma"] == "fp8x2"     # 16 rows too (the regs loop)
+    assert k.for_heads(16, "sm_90a", 1, 1023).tiles("sm_90a")["loop"] == "fragments"   # (shorter: bf16 products)
+    assert k.for_heads(16, "sm_90a", 1, 8192, batch=4).params["mma"] == "fp8x2"
+    assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).params["mma"] == "auto"     # a small batch of short sequences
     assert k.for_heads(16, "sm_90a", 1, 2048, batch=4).tiles("sm_90a")["loop"] == "heads"   # short, small: bf16 products
     assert k.for_heads(32, "sm_90a", 4, 1024, batch=4).params["mma"] == "auto"
     for fmt in ("mxfp4", "bf16"):

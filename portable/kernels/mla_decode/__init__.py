@@ -212,21 +212,17 @@ class MLADecode(Kernel):
         rows a group: heads of one token, or one head group of consecutive tokens; each group a
         block holds re-reads no KV). An explicit loop or tiling wins. mma="auto" turns the fp8
         and MXFP4 caches to fp8 products (FP8_PRODUCTS_AUTO's) from the [.heads_fp8]
-        table's `from_rows` where the shortest sequence (kv_min) is FP8_PRODUCTS_FROM_KV long,
-        and the fp8 cache from 16 rows where it is `below_batch_kv` long in a batch of fewer
-        than `below_batch` sequences (MXFP4 from `from_rows` there too); in such a
-        batch of shorter sequences every format takes the heads loop from 16 rows, on bf16
-        products (its KV split into chunks of a tile or two)."""
+        table's `from_rows` for the format where the shortest sequence (kv_min) is
+        FP8_PRODUCTS_FROM_KV long, except in a batch of fewer than `below_batch` sequences
+        shorter than `below_batch_kv`: there every format takes the heads loop from 16 rows, on
+        bf16 products (its KV split into chunks of a tile or two)."""
         table, loop, fmt = tiling(self.NAME, target), self.tuning["loop"], self.params["kv_format"]
         rows, options = heads * q_max, []
         params = dict(self.params)
         fp8 = table.get("heads_fp8")
-        small = fp8 is not None and batch < fp8["below_batch"]
-        short = small and kv_min < fp8["below_batch_kv"]      # a small batch of short sequences
-        least = 16 if small else fp8["from_rows"] if fp8 else None
-        # (MXFP4 from `from_rows` rows in small batches too: at 16 its twin loop is faster)
+        short = fp8 is not None and batch < fp8["below_batch"] and kv_min < fp8["below_batch_kv"]   # a small batch of short sequences
         if (params["mma"] == "auto" and fp8 and loop in ("", "heads") and not short and kv_min >= FP8_PRODUCTS_FROM_KV
-                and ((fmt == "fp8" and rows >= least) or (fmt == "mxfp4" and rows >= fp8["from_rows"]))):
+                and fmt in FP8_PRODUCTS_AUTO and rows >= fp8["from_rows"][fmt]):
             params["mma"], loop = FP8_PRODUCTS_AUTO[fmt], "heads"
         elif params["mma"] in FP8_PRODUCTS and loop == "" and fp8:
             loop = "heads"
