@@ -313,19 +313,19 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders, mma):
 
 @pytest.mark.parametrize("fmt", ["fp8", "mxfp4"])
 def test_auto_takes_fp8_products_only_on_long_sequences(fmt):
-    """mma="auto" on the fp8 cache: fp8 products with Q in two e4m3 parts from 32 query rows a
-    sequence (16 in a small batch of sequences of 4096 and more) where every sequence is
-    FP8_PRODUCTS_FROM_KV long; shorter sequences, 16 rows and small batches of shorter
-    sequences stay on bf16 products; MXFP4 the same from 32 rows in small batches too, with one
-    Q part (and two decoding warpgroups); each within its bars."""
+    """mma="auto" on the fp8 cache: fp8 products with Q in two e4m3 parts from 16 query rows a
+    sequence where every sequence is FP8_PRODUCTS_FROM_KV long; shorter sequences and small
+    batches of shorter sequences stay on bf16 products; MXFP4 the same from 32 rows (16 rows
+    stay on its twin loop), with one Q part (and two decoding warpgroups); each within its bars."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     mla = portable.load("mla_decode", kv_format=fmt)
     fp8 = FP8_PRODUCTS_AUTO[fmt]
-    small16 = fp8 if fmt == "fp8" else "auto"              # (16 rows in a small batch: MXFP4's twin loop)
+    rows16 = fp8 if fmt == "fp8" else "auto"               # (16 rows: MXFP4's twin loop)
     for lens, q_len, h, want in (([4096, 8192], 4, 16, fp8), ([4096, 8192], 2, 16, fp8), ([1024, 2000] * 4, 4, 32, fp8),
-                                 ([1024, 2000], 4, 32, "auto"), (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, "auto"),
-                                 ([8192, 4096], 1, 16, small16), ([4096] * 8, 1, 32, fp8), ([1024] * 64, 4, 32, fp8)):
+                                 ([1024, 2000], 4, 32, "auto"), (RAGGED, 4, 32, "auto"), ([8192] * 8, 1, 16, rows16),
+                                 ([8192, 4096], 1, 16, rows16), ([4096] * 8, 1, 32, fp8), ([1024] * 64, 4, 32, fp8),
+                                 ([1000] * 8, 1, 16, "auto")):
         inputs = make_mla_inputs(lens, q_len, h, fmt, seed=1, device="cuda")
         plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
         assert mla.for_plan(plan).params["mma"] == want, (lens, q_len, h)
