@@ -261,6 +261,31 @@ def test_fp8_tensor_copies_compile(mma):
     assert k.dynamic_smem("sm_90a") == old.dynamic_smem("sm_90a") + 2 * 8
 
 
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_fp8_regs_loop_compiles(mma):
+    """The fp8 cache's default on fp8 products, scores="regs": S on QP x 18 e4m3 MMAs 64 x 64
+    (fp8x2: 28 with Q's k-steps from registers, 8 from shared memory), 2 P V^T MMAs 64 x 256 (one
+    copy of the code for both O warpgroups), 12 warps, no spills, setmaxnreg within the launch's
+    pool, wgmma pipelined; tensor copies only (nine box copies at each of the prologue's and the
+    loop's call sites, no cp.async); three KV stages, V^T and P twice, Q's k-steps past the
+    registers, the mbarriers and row data within sm_90a's shared memory."""
+    toolchain_or_skip(nvrtc.available())
+    k = MLADecode(kv_format="fp8", mma=mma).for_heads(32, "sm_90a", 4, 8192)
+    assert k.tiles("sm_90a")["scores"] == "regs" and k.block_threads("sm_90a") == 384
+    r = k.report("sm_90a")
+    parts = 2 if mma == "fp8x2" else 1
+    assert r["instructions"]["hgmma"] == 18 * parts + 2 and r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    landing_past_vt_p = max(0, parts * 64 * 592 - 2 * 512 * 64 - 2 * 64 * 64)
+    in_smem = (18 * parts - min(18 * parts, 28)) * 64 * 32
+    assert k.dynamic_smem("sm_90a") == (3 * 64 * 576 + 2 * 512 * 64 + 2 * 64 * 64 + landing_past_vt_p + in_smem + 3 * 8
+                                        + 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4) <= 232448
+    assert_register_pool(k, raised=1, lowered=2)          # the scorer up, the O warpgroups down
+    assert_wgmma_pipelined(k)
+    sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
+    assert (sass.count("UTMALDG"), sass.count("LDGSTS")) == (2 * 9, 0)
+    assert MLADecode(kv_format="fp8", mma=mma).variant(copies="cp.async").tiles("sm_90a")["scores"] == "one"
+
+
 def test_tensor_copies_are_refused_off_the_regs_loop():
     """copies: a knob of the "regs" loop and the fp8 cache's heads loop on fp8 products, refused
     before any launch elsewhere (MXFP4's raw rows sit padded in shared memory, which the copy
@@ -296,9 +321,11 @@ def test_one_scoring_warpgroup_compiles_and_is_refused_elsewhere():
     assert k.dynamic_smem("sm_90a") == 3 * 64 * 576 * 2 + 2 * 64 * 4 + 64 * 4
     assert_wgmma_pipelined(k)
     assert MLADecode(kv_format="bf16").for_heads(32, "sm_90a", 4, 8192).tiles("sm_90a")["scores"] == "regs"
-    for fmt, mma, loop in (("fp8", "bf16", "heads"), ("bf16", "auto", "tile"), ("mxfp4", "fp8x2", "heads")):
-        with pytest.raises(portable.InputError, match="scores: a knob of the bf16 cache's heads loop on bf16 products"):
-            MLADecode(kv_format=fmt, mma=mma, tuning={"loop": loop, "scores": "one"}).source("sm_90a")
+    for fmt, mma, loop, scores in (("fp8", "bf16", "heads", "one"), ("bf16", "auto", "tile", "one"),
+                                   ("mxfp4", "fp8x2", "heads", "regs"), ("fp8", "fp8x2", "heads", "halves")):
+        with pytest.raises(portable.InputError, match="scores: a knob of the bf16 cache's heads loop on bf16 products, "
+                                                      "and \"one\" or \"regs\" of the fp8 cache's on fp8 products"):
+            MLADecode(kv_format=fmt, mma=mma, tuning={"loop": loop, "scores": scores}).source("sm_90a")
 
 
 @pytest.mark.parametrize("mma,stages", [("fp8", 2), ("fp8", 3), ("fp8x2", 2)])

@@ -529,8 +529,8 @@ class MLADecode(Kernel):
             raise InputError(f"plan: expected the result of mla.plan(...), got {type(plan).__name__}")
         tiles = self.tiles(device_target(plan.device_index).name)
         # (copies follow the page size, not the plan, and the fp8 "regs" loop takes tensor copies only)
-        follow = {k: tiles[k] for k in ("copies", "scores", "warps")} if self._fp8_regs(plan.tiles) or self._fp8_regs(tiles) else {"copies": tiles["copies"]}
-        if {**plan.tiles, **follow} != tiles:
+        follow = ("copies", "scores", "warps") if self._fp8_regs(plan.tiles) or self._fp8_regs(tiles) else ("copies",)
+        if {**plan.tiles, **{k: tiles[k] for k in follow}} != tiles:
             raise InputError(f"plan: built for tiling {plan.tiles}, this kernel uses {tiles}")
         if not isinstance(q, torch.Tensor) or q.dtype is not torch.bfloat16 or tuple(q.shape) != (plan.total_q, plan.heads, D):
             got = f"{q.dtype} {tuple(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
