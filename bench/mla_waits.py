@@ -4,7 +4,10 @@ cp.async waits) timed with clock64 by one thread a warpgroup and summed over the
 per warpgroup, its cycles from start to exit and, per wait site (its source line), the cycles it
 spent there, both a (block, KV tile): a warpgroup that waits little is the one that sets the pace.
 
-    python bench/mla_waits.py [--shape B,L,Q_LEN,H] [--case FORMAT/MMA[/KNOB=VALUE...] ...] [--out DIR]
+    python bench/mla_waits.py [--shape B,L,Q_LEN,H] [--case FORMAT/MMA[/KNOB=VALUE...] ...] [--calls NAME,...] [--out DIR]
+
+--calls also times each call of the source's functions or lambdas of those names (e.g.
+decode,issue,transpose): where a warpgroup that seldom waits spends its time.
 
 The lines are those of the untimed source, which --out writes as DIR/waits_<case>.cu.
 
@@ -39,16 +42,18 @@ struct PLife {{
     __device__ ~PLife() {{ if ((threadIdx.x & 127) == 0) atomicAdd(&pwait_life[threadIdx.x >> 7], (unsigned long long)(clock64() - t)); }}
 }};
 """
-WAIT = re.compile(r"\b(named_barrier|__syncthreads|mbarrier_wait_parity|wg_wait<\d+>|cp_async_wait<\d+>)\s*\(")
+WAITS = r"named_barrier|__syncthreads|mbarrier_wait_parity|wg_wait<\d+>|cp_async_wait<\d+>"
 
 
-def timed(source: str) -> tuple[str, list[str]]:
-    """mla_decode's waits wrapped in PW(site, ...) and a PLife at its top; the sites' lines."""
+def timed(source: str, calls: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """mla_decode's waits (and calls of `calls`) wrapped in PW(site, ...) and a PLife at its top;
+    the sites' lines."""
+    wait = re.compile(r"\b(" + "|".join([WAITS, *map(re.escape, calls)]) + r")\s*\(")
     start = source.index("void mla_decode(")
     body = source.index("{", balanced_end(source, source.index("(", start)))
     end = source_edits.kernel_end(source, body)
     out, sites, at = [], [], body + 1
-    for m in WAIT.finditer(source, body + 1, end):
+    for m in wait.finditer(source, body + 1, end):
         if m.start() < at:
             continue
         stop = balanced_end(source, m.end() - 1)
@@ -65,10 +70,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="128,8192,4,32", help="B,L,Q_LEN,H")
     ap.add_argument("--case", action="append", default=[], help="FORMAT/MMA[/KNOB=VALUE...] (repeatable)")
+    ap.add_argument("--calls", default="", help="function or lambda names whose calls are timed too, comma-separated")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
+    calls = tuple(n for n in args.calls.split(",") if n)
     B, L, q_len, h = map(int, args.shape.split(","))
-    source_edits.edit([], then=lambda source: timed(source)[0])
+    source_edits.edit([], then=lambda source: timed(source, calls)[0])
     for case in args.case or ["bf16/auto", "fp8/fp8", "mxfp4/auto"]:
         fmt, mma, knobs = parse_case(case)
         inputs = make_mla_inputs([L] * B, q_len, h, fmt, seed=1, device="cuda")
@@ -86,7 +93,7 @@ def main():
         life = read(module, "pwait_life", np.uint64, (4,)).astype(np.float64)
         target = kernel.launcher_at(0).target
         source = source_edits.unedited(kernel, target)
-        sites = timed(source)[1]
+        sites = timed(source, calls)[1]
         with open(os.path.join(args.out, f"waits_{case.replace('/', '_')}.cu"), "w") as f:
             f.write(source)
         tiles = sum(-(-int(hi - lo) // 64) for lo, hi in plan.work[:, 3:5].tolist())

@@ -8,12 +8,14 @@ import sys
 import pytest
 
 import portable
+from portable.backends import nvrtc
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "bench"))
 import mla_ablation  # noqa: E402
 import mla_timeline  # noqa: E402
 import mla_waits  # noqa: E402
 import source_edits  # noqa: E402
+from conftest import toolchain_or_skip  # noqa: E402
 
 
 def heads_source(fmt: str, mma: str = "auto", **knobs) -> str:
@@ -68,7 +70,21 @@ def test_every_wait_of_a_heads_loop_is_timed(fmt, mma, edits):
     assert heads_source(fmt, mma) == text
     body = text[text.index("void mla_decode("):text.index("void mla_combine(")]
     assert body.count("PW(") == len(sites) > 5
-    unwrapped = [m.group(0) for m in mla_waits.WAIT.finditer(body) if not body[:m.start()].endswith(", ")]
+    unwrapped = [m.group(0) for m in re.finditer(r"\b(" + mla_waits.WAITS + r")\s*\(", body)
+                 if not body[:m.start()].endswith(", ")]
     assert unwrapped == [], unwrapped             # each call sits right after "PW(n, "
     assert "PLife _plife;" in body
     assert text.split("void mla_combine(")[1] == plain.split("void mla_combine(")[1]
+
+
+def test_the_named_calls_are_timed_too(edits):
+    """--calls decode,issue: each call of MXFP4's decode and copy lambdas is a site of its own,
+    and the timed source compiles."""
+    plain = heads_source("mxfp4", "auto")
+    text, sites = mla_waits.timed(plain, ("decode", "issue"))
+    assert len(sites) > len(mla_waits.timed(plain)[1])
+    assert any(": decode(" in s for s in sites) and any(": issue(" in s for s in sites)
+    toolchain_or_skip(nvrtc.available())
+    edits([], then=lambda source: mla_waits.timed(source, ("decode", "issue"))[0])
+    k = portable.load("mla_decode", kv_format="mxfp4", tuning={"decoders": 2})
+    assert "SR_CLOCKLO" in k.for_heads(32, "sm_90a", q_max=4, kv_min=8192, batch=128).binary("sm_90a").asm
