@@ -54,20 +54,23 @@ def refill(inputs: dict, fresh: dict) -> None:
             assert t == fresh[name], name
 
 
-def assert_register_pool(kernel, raised: int, lowered: int) -> None:
+def assert_register_pool(kernel, raised, lowered: int) -> None:
     """The sm_90a kernel's setmaxnreg moves fit the block's pool and ptxas kept them: `raised`
-    warpgroups run its one setmaxnreg.inc and `lowered` its one setmaxnreg.dec, and together they
-    ask for at most what the launch holds (warpgroups x its register count a thread):
-    setmaxnreg.inc waits for registers the others gave back, so asking for more hangs the block.
-    ptxas drops both, and spills, where a warpgroup's code needs more than it is given."""
+    warpgroups run its one setmaxnreg.inc (a tuple: its inc sites in SASS order, and how many
+    warpgroups run each) and `lowered` its one setmaxnreg.dec, and together they ask for at most
+    what the launch holds (warpgroups x its register count a thread): setmaxnreg.inc waits for
+    registers the others gave back, so asking for more hangs the block. ptxas drops both, and
+    spills, where a warpgroup's code needs more than it is given."""
     import re
     from portable.backends import nvrtc
     toolchain_or_skip(nvrtc.available())
     b, regs = kernel.binary("sm_90a"), kernel.report("sm_90a")["registers"]
     asm = nvrtc.kernel_sass(b.asm, "mla_decode")
-    (inc,) = [int(n, 16) for n in re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, (0x[0-9a-f]+)", asm)]
+    raised = (raised,) if isinstance(raised, int) else tuple(raised)
+    incs = [int(n, 16) for n in re.findall(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, (0x[0-9a-f]+)", asm)]
     (dec,) = [int(n, 16) for n in re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", asm)]
-    assert raised * inc + lowered * dec <= (raised + lowered) * regs, (inc, dec, regs)
+    assert len(incs) == len(raised), (incs, raised)
+    assert sum(n * inc for n, inc in zip(raised, incs)) + lowered * dec <= (sum(raised) + lowered) * regs, (incs, dec, regs)
     assert "'setmaxnreg' ignored" not in b.log
 
 

@@ -174,24 +174,29 @@ def test_fp8_tensor_copies_match_reference(mma):
     nan_past_the_cache("fp8", [4097, 4130], **knobs)
 
 
-@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
-def test_fp8_regs_loop_matches_reference(mma):
-    """The fp8 cache on fp8 products with Q in the scorer's registers (scores="regs") on sequences
-    of 4096 and more (fp8 products' lengths, where their bars hold): partial last tiles and an
-    empty sequence at q 4 h 32, q 1 h 16 and h 128, 64-row pages with NaN in the unused pages, NaN
-    in the cache rows past the last sequence, 1-row pages (which take the two-warpgroup loop on
-    cp.async), and partials in fp32."""
+@pytest.mark.parametrize("fmt,mma", [("fp8", "fp8x2"), ("fp8", "fp8"), ("mxfp4", "fp8")])
+def test_fp8_regs_loop_matches_reference(fmt, mma):
+    """The fp8 and MXFP4 caches on fp8 products with Q in the scorer's registers (scores="regs")
+    on sequences of 4096 and more (fp8 products' lengths, where their bars hold): partial last
+    tiles and an empty sequence at q 4 h 32, q 1 h 16 and h 128, 64-row pages with NaN in the
+    unused pages, 1-row pages (the fp8 cache: which take the two-warpgroup loop on cp.async),
+    partials in fp32; the fp8 cache: NaN in the cache rows past the last sequence (its tensor
+    copies bring them in); MXFP4 (a fourth, decoding warpgroup): a full GPU of long sequences,
+    where races between the decoder and the others would show."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     knobs = {"mma": mma, "loop": "heads", "scores": "regs"}
-    out, _ = run_and_compare("fp8", [4097, 4159, 0, 4160, 4100], 4, 32, **knobs)
+    out, _ = run_and_compare(fmt, [4097, 4159, 0, 4160, 4100], 4, 32, **knobs)
     assert torch.all(out[8:12] == 0)                  # (the empty sequence's rows)
-    run_and_compare("fp8", [4096, 8192, 5000], 1, 16, **knobs)
-    run_and_compare("fp8", [4097, 8192], 1, 128, **knobs)
+    run_and_compare(fmt, [4096, 8192, 5000], 1, 16, **knobs)
+    run_and_compare(fmt, [4097, 8192], 1, 128, **knobs)
     for page_size in (64, 1):
-        run_and_compare("fp8", [4100, 6000, 8192, 1100], 2, 32, page_size=page_size, **knobs)
-    nan_past_the_cache("fp8", [4097, 4130], **knobs)
-    run_and_compare("fp8", [8192, 3000], 4, 32, **knobs, partials="fp32")
+        run_and_compare(fmt, [4100, 6000, 8192, 1100], 2, 32, page_size=page_size, **knobs)
+    if fmt == "fp8":                                  # (tensor copies; MXFP4's cp.async reads no row past a chunk)
+        nan_past_the_cache(fmt, [4097, 4130], **knobs)
+    run_and_compare(fmt, [8192, 3000], 4, 32, **knobs, partials="fp32")
+    if fmt == "mxfp4":
+        run_and_compare(fmt, [8192] * 64, 4, 32, **knobs)
 
 
 @pytest.mark.parametrize("fmt,mma,knobs", [("bf16", "auto", {"scores": "regs"}), ("bf16", "auto", {"scores": "one"}),
@@ -281,13 +286,15 @@ def test_mxfp4_fp8_products_with_two_decoding_warpgroups(mma):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-@pytest.mark.parametrize("loop,decoders,mma", [("heads", 0, "fp8x2"), ("heads", 2, "fp8x2"), ("heads", 2, "fp8"), ("tile", 0, "fp8x2")])
-def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders, mma):
+@pytest.mark.parametrize("loop,decoders,mma,scores", [("heads", 0, "fp8x2", ""), ("heads", 2, "fp8x2", ""), ("heads", 2, "fp8", ""),
+                                                     ("heads", 0, "fp8", "regs"), ("tile", 0, "fp8x2", "")])
+def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders, mma, scores):
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the
     output's unit R moves, O is rescaled), and in every row one block sits 12 binades under
     the rest (the decode's converter path, exact) and one 18 under (rounded in e4m3); split
     into chunks and whole; on the heads loop (one or two decoding warpgroups) and on the tile
-    loop (every other target's); one Q part as "auto" runs it."""
+    loop (every other target's), and on the regs loop's decoding warpgroup; one Q part as
+    "auto" runs it."""
     if loop == "heads" and "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
     lens = [4096, 3000, 1500]
@@ -301,7 +308,7 @@ def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders, mma):
     codes[:, 3] -= 12
     codes[:, 11] -= 18
     inputs["kv_scale"] = codes.clamp(1, 254).to(torch.uint8)
-    mla = portable.load("mla_decode", kv_format="mxfp4", mma=mma, tuning={"loop": loop, "decoders": decoders})
+    mla = portable.load("mla_decode", kv_format="mxfp4", mma=mma, tuning={"loop": loop, "decoders": decoders, "scores": scores})
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     for batch in (inputs, {**inputs, "q": inputs["q"][:4], "qo_indptr": inputs["qo_indptr"][:2], "kv_indptr": inputs["kv_indptr"][:2]}):
         plan = mla.plan(batch["qo_indptr"], batch["kv_indptr"], 16)

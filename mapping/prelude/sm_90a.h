@@ -158,13 +158,16 @@ __device__ __forceinline__ void NAME(float (&d)[32], unsigned long long a, unsig
                  : "l"(a), "l"(b), "r"(1) : "memory");                                                  \
 }
 WG_MMA_SS_N64(wg_mma_ss_bf16_n64, "m64n64k16.f32.bf16.bf16", "1, 1, 0, 0")
-__device__ __forceinline__ void wg_mma_ss_bf16_n128(float (&d)[64], unsigned long long a, unsigned long long b) {
-    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0; }"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(a), "l"(b), "r"(1) : "memory");
+// d (64 x 128 fp32, 64 a thread) += A x B from shared memory; SHAPE and TAIL as WG_MMA_SS_N32's
+#define WG_MMA_SS_N128(NAME, SHAPE, TAIL)                                                                \
+__device__ __forceinline__ void NAME(float (&d)[64], unsigned long long a, unsigned long long b) {      \
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n\t"                                           \
+                 "wgmma.mma_async.sync.aligned." SHAPE " "                                               \
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, " TAIL "; }" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+                 : "l"(a), "l"(b), "r"(1) : "memory");                                                  \
 }
+WG_MMA_SS_N128(wg_mma_ss_bf16_n128, "m64n128k16.f32.bf16.bf16", "1, 1, 0, 0")
 // d (64 x 256 fp32, 128 a thread) += A x B from shared memory; SHAPE and TAIL as WG_MMA_SS_N32's
 // (bf16's last immediate: 0 K-major B, 1 N-major)
 #define WG_MMA_SS_N256(NAME, SHAPE, TAIL)                                                                \
@@ -186,9 +189,10 @@ WG_MMA_SS_N256(wg_mma_ss_bf16_n256_mn, "m64n256k16.f32.bf16.bf16", "1, 1, 0, 1")
 __device__ __forceinline__ unsigned long long wg_desc_sw64(unsigned addr) {
     return wg_desc(addr, 16, 512) | (2ull << 62);
 }
-// d (64 x N fp32) += A (64 x 32 e4m3) x B (32 x N e4m3), N = 32, 64, 256
+// d (64 x N fp32) += A (64 x 32 e4m3) x B (32 x N e4m3), N = 32, 64, 128, 256
 WG_MMA_SS_N32(wg_mma_ss_e4m3_n32, "m64n32k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N64(wg_mma_ss_e4m3_n64, "m64n64k32.f32.e4m3.e4m3", "1, 1")
+WG_MMA_SS_N128(wg_mma_ss_e4m3_n128, "m64n128k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N256(wg_mma_ss_e4m3_n256, "m64n256k32.f32.e4m3.e4m3", "1, 1")
 // ---- MXFP4 decode to e4m3 (mla_decode's fp8 products on the MXFP4 cache). A block's codes
 // times 2^shift (shift = code - emax + 6 against its row's largest E8M0 code emax, so the

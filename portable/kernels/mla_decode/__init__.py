@@ -116,9 +116,9 @@ class MLADecode(Kernel):
         # mla_decode_heads.j2) or "one" (warpgroup 0 scores all of them while warpgroup 1
         # copies, both multiply P V; mla_decode_heads_one.j2) or "regs" (warpgroup 0 scores with
         # Q in its registers, two more warpgroups hold O's halves and copy; 12 warps, three KV
-        # stages; mla_decode_heads_regs.j2). The fp8 cache's on fp8 products: "one"
-        # (mla_decode_heads_fp8.j2, which MXFP4 always takes) or "regs" (tensor copies only;
-        # mla_decode_heads_fp8_regs.j2).
+        # stages; mla_decode_heads_regs.j2). The fp8 and MXFP4 caches' on fp8 products: "one"
+        # (mla_decode_heads_fp8.j2) or "regs" (mla_decode_heads_fp8_regs.j2; the fp8 cache:
+        # tensor copies only; MXFP4: one Q part, a fourth warpgroup decoding).
         "scores": Choice(("", "halves", "one", "regs"), ""),
         # MXFP4 on fp8 products (heads loop): warpgroups decoding the cache, 2: a third warpgroup
         # beside the copying one (12 warps; registers moved to the MMA warpgroups by setmaxnreg)
@@ -157,6 +157,8 @@ class MLADecode(Kernel):
             t.update(table.get("heads_fp8", {}))
             if isinstance(t.get("decoders"), dict):                       # (one value per Q parts)
                 t["decoders"] = t["decoders"][self.params["mma"]]
+            if isinstance(t.get("scores"), dict):                         # (one value per format)
+                t["scores"] = t["scores"].get(self.params["kv_format"], "")
         t.setdefault("min_blocks", 1)
         t.setdefault("score_split", 0)
         t.setdefault("tokens", 1)
@@ -171,13 +173,13 @@ class MLADecode(Kernel):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         if not self._scores_fit(t):
-            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop, and of the fp8 cache's on fp8 products)
-        if self._fp8_regs(t) and t["copies"] != "tensor":
-            t["scores"] = "one"                 # (the "regs" loop takes tensor copies only)
+            t["scores"] = ""                    # (a choice of the bf16 cache's heads loop, and of the fp8 and MXFP4 caches' on fp8 products)
+        if self._fp8_regs(t) and self.params["kv_format"] == "fp8" and t["copies"] != "tensor":
+            t["scores"] = "one"                 # (the fp8 cache's "regs" loop takes tensor copies only)
         if t["loop"] != "heads":
             t["partials"] = ""                  # (a choice of the heads loops only)
-        if t["scores"] == "regs":
-            t["warps"] = 12                     # the scoring warpgroup and O's two halves
+        if t["scores"] == "regs":               # the scoring warpgroup and O's two halves (MXFP4: and the decoding one)
+            t["warps"] = 16 if self.params["kv_format"] == "mxfp4" else 12
         if not self._tensor_copies_fit(t):
             t["copies"] = ""                    # (a choice of those two loops only)
         if self._mx_heads_fp8(t):
@@ -187,23 +189,29 @@ class MLADecode(Kernel):
         return t
 
     def _tensor_copies_fit(self, t: dict) -> bool:
-        """The loops whose copies may be tensor copies: "regs", and the fp8 cache on fp8 products."""
-        return t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS
-                                         and self.params["kv_format"] == "fp8")
+        """The loops whose copies may be tensor copies: the bf16 cache's "regs", and the fp8 cache
+        on fp8 products (MXFP4's raw rows sit padded, which the copy engine does not do)."""
+        fmt = self.params["kv_format"]
+        return fmt != "mxfp4" and (t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS
+                                                              and fmt == "fp8"))
 
     def _scores_fit(self, t: dict) -> bool:
         """The loops the scores knob chooses among: the bf16 cache's heads loops, and "one" or
-        "regs" for the fp8 cache's heads loop on fp8 products."""
+        "regs" for the fp8 and MXFP4 caches' heads loop on fp8 products (MXFP4's "regs": one Q
+        part, the scorer's registers holding all of it)."""
         fmt, mma = self.params["kv_format"], self.params["mma"]
+        fp8_loops = ("one", "regs") if fmt == "fp8" or mma == "fp8" else ("one",)
         return t["loop"] == "heads" and ((fmt == "bf16" and mma not in FP8_PRODUCTS)
-                                         or (fmt == "fp8" and mma in FP8_PRODUCTS and t["scores"] in ("one", "regs")))
+                                         or (fmt in ("fp8", "mxfp4") and mma in FP8_PRODUCTS and t["scores"] in fp8_loops))
 
     def _fp8_regs(self, t: dict) -> bool:
-        """The fp8 cache's heads loop on fp8 products with Q in the scorer's registers."""
+        """The heads loop on fp8 products with Q in the scorer's registers (the fp8 and MXFP4 caches)."""
         return t["scores"] == "regs" and self.params["mma"] in FP8_PRODUCTS
 
     def _mx_heads_fp8(self, t: dict) -> bool:
-        return t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and self.params["kv_format"] == "mxfp4"
+        """MXFP4 on fp8 products' two-warpgroup heads loop (its decoders knob)."""
+        return (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and self.params["kv_format"] == "mxfp4"
+                and t["scores"] != "regs")
 
     def for_heads(self, heads: int, target: str, q_max: int = 1, kv_min: int = 0, batch: int = 1 << 30) -> "MLADecode":
         """The kernel to run for `heads` and up to `q_max` query tokens a sequence: the target's
@@ -272,7 +280,7 @@ class MLADecode(Kernel):
                              f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r} (leave it out)")
         if self.tuning["scores"] and not self._scores_fit({**t, "scores": self.tuning["scores"]}):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products, and \"one\" or \"regs\" of "
-                             f"the fp8 cache's on fp8 products; got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, "
+                             f"the fp8 and MXFP4 caches' on fp8 products (MXFP4's \"regs\": mma 'fp8'); got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, "
                              f"mma {mma!r}, scores {self.tuning['scores']!r} (leave it out)")
         if self.tuning["partials"] and t["loop"] != "heads":
             raise InputError(f"partials: a knob of the heads loops; got kv_format {self.params['kv_format']!r}, "
@@ -326,12 +334,22 @@ class MLADecode(Kernel):
             # bytes apart, a 16-byte pad against bank conflicts), Q's k-steps past the kq held in
             # registers (64-byte swizzle), the stages' mbarriers, Q's row scales, [tile % 2][row]
             # rescale factors, the rows' sums and maxima
+            # (MXFP4: two decoded K tiles beside three raw stages, their scale windows, where each
+            # row's scales start, [tile % 2] row factors, exponents, [tile % 2][8-row group]
+            # largest exponents, and O's unit after the sums; no mbarriers)
             parts = 2 if self.params["mma"] == "fp8x2" else 1
             kq, q_ld = min(18 * parts, FP8_REGS_KSTEPS), D + 16
             vt, p, land = 2 * DV * 64, 2 * 64 * 64, parts * 64 * q_ld
-            return {**_regions(kv=3 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
-                               bar=3 * 8, qs=64 * 4, alpha=2 * 64 * 4, l=64 * 4, m=64 * 4),
-                    "stage": 64 * D, "q_ld": q_ld, "kq": kq}
+            if self.params["kv_format"] != "mxfp4":
+                return {**_regions(kv=3 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
+                                   bar=3 * 8, qs=64 * 4, alpha=2 * 64 * 4, l=64 * 4, m=64 * 4),
+                        "stage": 64 * D, "q_ld": q_ld, "kq": kq}
+            raw_row, stages = HEADS_RAW_ROW["mxfp4"], 3
+            return {**_regions(kv=2 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=0, raw=stages * 64 * raw_row,
+                               sc=stages * 64 * SCALE_WINDOW, soff=stages * 64, kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4,
+                               qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4, m=64 * 4),
+                    "stage": 64 * D, "q_ld": q_ld, "kq": kq, "kv_tiles": 2, "raw_stages": stages, "raw_stage": 64 * raw_row,
+                    "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
             # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: two decoded
             # tiles beside the ring of raw stages, their scale windows and where each row's
