@@ -10,6 +10,8 @@ bench/source_edits.py.
                                          # two decoding warpgroups) at B128 L8192 q4 h32 and
                                          # B64 L4096 h128, beside bf16 and the fp8 cache's
                                          # one-Q-part loop (which has no decode)
+    python bench/mla_ablation.py mxregs  # MXFP4 on the regs loop (scores="regs": a fourth,
+                                         # decoding warpgroup) at the same shapes
 
 Each line: the call's time and the time a (block, KV tile), the blocks' tiles spread over the SMs.
 """
@@ -48,6 +50,16 @@ MX_CUTS = {
     "no copies after the first 2": [("if (t + 2 < ntiles) issue(", "if (false) issue(")],
     "no exp2": [("ex2_approx(s[4 * j + 2 * h + i] - m_new)", "(s[4 * j + 2 * h + i] - m_new)")],
 }
+MXREGS_CUTS = {
+    "as built": [],
+    "no copies after the first 3": [("if (t + 3 < ntiles) issue(", "if (false) issue(")],
+    "no decode": [("decode(t, 0);", "if (false) decode(t, 0);"), ("decode(t, 1);", "if (false) decode(t, 1);")],
+    "no V^T": [("transpose((it + 1) % 2,", "if (false) transpose((it + 1) % 2,")],
+    "no S": [("wg_mma_e4m3_n64(s,", "if (false) wg_mma_e4m3_n64(s,")],
+    "no P V": [("wg_mma_ss_e4m3_n128(", "if (false) wg_mma_ss_e4m3_n128(")],
+    # (not a cut: 16 of the scorer's registers to the decoder)
+    "decoder at 48 registers, scorer 144": [("wg_maxnreg_inc<152>", "wg_maxnreg_inc<144>"), ("wg_maxnreg_dec<40>", "wg_maxnreg_dec<48>")],
+}
 
 
 def regs_runs():
@@ -65,9 +77,15 @@ def mxfp4_runs():
     return ((128, 8192, 4, 32), (64, 4096, 1, 128)), runs
 
 
+def mxregs_runs():
+    runs = [("bf16", "auto", {}, [], "bf16"), ("mxfp4", "auto", {}, [], "MXFP4 auto (scores one)")]
+    runs += [("mxfp4", "fp8", {"scores": "regs"}, c, f"MXFP4 regs, {n}") for n, c in MXREGS_CUTS.items()]
+    return ((128, 8192, 4, 32), (64, 4096, 1, 128)), runs
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "regs"
-    shapes, runs = {"regs": regs_runs, "mxfp4": mxfp4_runs}[which]()
+    shapes, runs = {"regs": regs_runs, "mxfp4": mxfp4_runs, "mxregs": mxregs_runs}[which]()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for B, L, q_len, h in shapes:
         tile_blocks = B * (q_len * h // 64) * (L // 64)
