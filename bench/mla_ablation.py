@@ -57,8 +57,6 @@ MXREGS_CUTS = {
     "no V^T": [("transpose((it + 1) % 2,", "if (false) transpose((it + 1) % 2,")],
     "no S": [("wg_mma_e4m3_n64(s,", "if (false) wg_mma_e4m3_n64(s,")],
     "no P V": [("wg_mma_ss_e4m3_n128(", "if (false) wg_mma_ss_e4m3_n128(")],
-    # (not a cut: 16 of the scorer's registers to the decoder)
-    "decoder at 48 registers, scorer 144": [("wg_maxnreg_inc<152>", "wg_maxnreg_inc<144>"), ("wg_maxnreg_dec<40>", "wg_maxnreg_dec<48>")],
 }
 
 
