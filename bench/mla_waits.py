@@ -4,10 +4,13 @@ cp.async waits) timed with clock64 by one thread a warpgroup and summed over the
 per warpgroup, its cycles from start to exit and, per wait site (its source line), the cycles it
 spent there, both a (block, KV tile): a warpgroup that waits little is the one that sets the pace.
 
-    python bench/mla_waits.py [--shape B,L,Q_LEN,H] [--case FORMAT/MMA[/KNOB=VALUE...] ...] [--calls NAME,...] [--out DIR]
+    python bench/mla_waits.py [--shape B,L,Q_LEN,H] [--case FORMAT/MMA[/KNOB=VALUE...] ...] [--calls NAME,...]
+                              [--cut SET:NAME] [--out DIR]
 
 --calls also times each call of the source's functions or lambdas of those names (e.g.
-decode,issue,transpose): where a warpgroup that seldom waits spends its time.
+decode,issue,transpose): where a warpgroup that seldom waits spends its time. --cut times the loop
+with one of bench/mla_ablation.py's cuts applied (SET regs, mxfp4 or mxregs, as that script takes
+them; e.g. "mxregs:no decode"); its results are then wrong.
 
 The lines are those of the untimed source, which --out writes as DIR/waits_<case>.cu.
 
@@ -28,6 +31,7 @@ from portable.kernels.mla_decode.reference import make_mla_inputs
 from portable.signature import balanced_end
 
 import source_edits
+from mla_ablation import MX_CUTS, MXREGS_CUTS, REGS_CUTS
 from mla_products import parse_case
 from moe_trace import SPIN_CYCLES, read, zero
 
@@ -71,11 +75,14 @@ def main():
     ap.add_argument("--shape", default="128,8192,4,32", help="B,L,Q_LEN,H")
     ap.add_argument("--case", action="append", default=[], help="FORMAT/MMA[/KNOB=VALUE...] (repeatable)")
     ap.add_argument("--calls", default="", help="function or lambda names whose calls are timed too, comma-separated")
+    ap.add_argument("--cut", default="", help="SET:NAME, a cut of bench/mla_ablation.py applied first (SET: regs, mxfp4, mxregs)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     calls = tuple(n for n in args.calls.split(",") if n)
+    cut_set, _, cut = args.cut.partition(":")
+    cuts = {"regs": REGS_CUTS, "mxfp4": MX_CUTS, "mxregs": MXREGS_CUTS}[cut_set][cut] if args.cut else []
     B, L, q_len, h = map(int, args.shape.split(","))
-    source_edits.edit([], then=lambda source: timed(source, calls)[0])
+    source_edits.edit(cuts, then=lambda source: timed(source, calls)[0])
     for case in args.case or ["bf16/auto", "fp8/fp8", "mxfp4/auto"]:
         fmt, mma, knobs = parse_case(case)
         inputs = make_mla_inputs([L] * B, q_len, h, fmt, seed=1, device="cuda")
@@ -93,6 +100,8 @@ def main():
         life = read(module, "pwait_life", np.uint64, (4,)).astype(np.float64)
         target = kernel.launcher_at(0).target
         source = source_edits.unedited(kernel, target)
+        for old, new in cuts:
+            source = source.replace(old, new)
         sites = timed(source, calls)[1]
         with open(os.path.join(args.out, f"waits_{case.replace('/', '_')}.cu"), "w") as f:
             f.write(source)
