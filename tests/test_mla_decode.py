@@ -291,9 +291,10 @@ def test_mxfp4_regs_loop_compiles():
     e4m3 MMAs with all of Q from registers, P V^T in 64 x 128 halves (4 MMAs: a 64 x 256 one needs
     more than the launch's 128 registers a thread, and ptxas compiles each instruction within
     them); no spills, the pool moved by setmaxnreg (the scorer and the O warpgroups up, the
-    decoder down) within the launch's, wgmma pipelined; cp.async copies, no tensor copies; two
-    decoded K tiles beside three raw stages within sm_90a's shared memory. Two Q parts are
-    refused (their Q does not fit the scorer's registers beside a decoder)."""
+    decoder down) within the launch's, wgmma pipelined; the nibbles by tensor copies (cp.async
+    where the pages ask it), the scales by cp.async; two decoded K tiles beside three raw stages
+    within sm_90a's shared memory. Two Q parts are refused (their Q does not fit the scorer's
+    registers beside a decoder)."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="mxfp4", mma="fp8", tuning={"scores": "regs"}).for_heads(32, "sm_90a", 4, 8192)
     assert k.tiles("sm_90a")["scores"] == "regs" and k.block_threads("sm_90a") == 512
@@ -302,7 +303,10 @@ def test_mxfp4_regs_loop_compiles():
     assert_register_pool(k, raised=(1, 2), lowered=1)
     assert_wgmma_pipelined(k)
     sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
-    assert sass.count("UTMALDG") == 0 and sass.count("LDGSTS") > 0
+    assert k.tiles("sm_90a")["copies"] == "tensor"          # the nibbles: five slabs at each of 4 call sites; the scales on cp.async
+    assert sass.count("UTMALDG") == 4 * 5 and sass.count("LDGSTS") > 0
+    on_cp_async = nvrtc.kernel_sass(k.variant(copies="cp.async").binary("sm_90a").asm, "mla_decode")
+    assert on_cp_async.count("UTMALDG") == 0 and on_cp_async.count("LDGSTS") > sass.count("LDGSTS")
     lay = k.layout("sm_90a")
     assert (lay["kv_tiles"], lay["raw_stages"]) == (2, 3) and k.dynamic_smem("sm_90a") <= 232448
     with pytest.raises(portable.InputError, match="MXFP4's \"regs\": mma 'fp8'"):
@@ -315,7 +319,7 @@ def test_tensor_copies_are_refused_off_the_regs_loop():
     engine does not do)."""
     for fmt, mma, knobs in (("bf16", "auto", {"loop": "heads", "scores": "one"}), ("fp8", "bf16", {"loop": "heads"}),
                             ("bf16", "auto", {"loop": "tile"}), ("mxfp4", "fp8", {"loop": "heads"})):
-        with pytest.raises(portable.InputError, match="copies: a knob of the bf16 cache's \"regs\" heads loop and of the fp8"):
+        with pytest.raises(portable.InputError, match="copies: a knob of the \"regs\" heads loops and of the fp8"):
             MLADecode(kv_format=fmt, mma=mma, tuning={**knobs, "copies": "tensor"}).source("sm_90a")
 
 

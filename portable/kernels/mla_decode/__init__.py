@@ -189,11 +189,13 @@ class MLADecode(Kernel):
         return t
 
     def _tensor_copies_fit(self, t: dict) -> bool:
-        """The loops whose copies may be tensor copies: the bf16 cache's "regs", and the fp8 cache
-        on fp8 products (MXFP4's raw rows sit padded, which the copy engine does not do)."""
+        """The loops whose copies may be tensor copies: the "regs" loops, and the fp8 cache on fp8
+        products (MXFP4's two-warpgroup loop reads raw rows that sit padded, which the copy engine
+        does not do)."""
         fmt = self.params["kv_format"]
-        return fmt != "mxfp4" and (t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS
-                                                              and fmt == "fp8"))
+        if fmt == "mxfp4":                      # (the regs loop's: the nibbles by the copy engine, the scales by cp.async)
+            return t["scores"] == "regs"
+        return t["scores"] == "regs" or (t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS and fmt == "fp8")
 
     def _scores_fit(self, t: dict) -> bool:
         """The loops the scores knob chooses among: the bf16 cache's heads loops, and "one" or
@@ -286,7 +288,7 @@ class MLADecode(Kernel):
             raise InputError(f"partials: a knob of the heads loops; got kv_format {self.params['kv_format']!r}, "
                              f"loop {t['loop']!r} (leave it out)")
         if self.tuning["copies"] and not self._tensor_copies_fit(t):
-            raise InputError(f"copies: a knob of the bf16 cache's \"regs\" heads loop and of the fp8 cache's heads loop on "
+            raise InputError(f"copies: a knob of the \"regs\" heads loops and of the fp8 cache's heads loop on "
                              f"fp8 products; got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r}, "
                              f"scores {t['scores']!r} (leave it out)")
         if t["row_groups"] % t["tokens"]:
@@ -344,10 +346,13 @@ class MLADecode(Kernel):
                 return {**_regions(kv=3 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
                                    bar=3 * 8, qs=64 * 4, alpha=2 * 64 * 4, l=64 * 4, m=64 * 4),
                         "stage": 64 * D, "q_ld": q_ld, "kq": kq}
+            # (MXFP4 on tensor copies: a raw stage holds five 64-byte slabs of the nibbles, 64 x 320
+            # bytes as on cp.async, and the stages' mbarriers)
             raw_row, stages = HEADS_RAW_ROW["mxfp4"], 3
+            assert 5 * 64 * 64 == 64 * raw_row
             return {**_regions(kv=2 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=0, raw=stages * 64 * raw_row,
                                sc=stages * 64 * SCALE_WINDOW, soff=stages * 64, kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4,
-                               qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4, m=64 * 4),
+                               bar=3 * 8 if t["copies"] == "tensor" else 0, qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4, m=64 * 4),
                     "stage": 64 * D, "q_ld": q_ld, "kq": kq, "kv_tiles": 2, "raw_stages": stages, "raw_stage": 64 * raw_row,
                     "raw_row": raw_row, "scw": SCALE_WINDOW}
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
