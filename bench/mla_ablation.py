@@ -53,7 +53,8 @@ MX_CUTS = {
 MXREGS_CUTS = {
     "as built": [],
     # (tensor copies: the waits for tiles that never come go too)
-    "no copies after the first 3": [("if (t + 3 < ntiles) {", "if (false) {"), ("landed(t);", "if (t < 3) landed(t);")],
+    "no copies after the first 3": [("if (it + 4 < ntiles) refill(", "if (false) refill("), ("if (3 < ntiles) refill(", "if (false) refill("),
+                                    ("landed(t);", "if (t < 3) landed(t);")],
     "no decode": [("decode(t, 0);", "if (false) decode(t, 0);"), ("decode(t, 1);", "if (false) decode(t, 1);")],
     "no V^T": [("transpose((it + 1) % 2,", "if (false) transpose((it + 1) % 2,")],
     "no S": [("wg_mma_e4m3_n64(s,", "if (false) wg_mma_e4m3_n64(s,")],

@@ -257,6 +257,10 @@ __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, unsigne
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// this thread's cp.async copies issued so far hold the mbarrier's current phase until they land
+__device__ __forceinline__ void cp_async_mbarrier_track(unsigned bar) {
+    asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 
