@@ -222,14 +222,18 @@ __device__ __forceinline__ e4m3_table e4m3_table_for(unsigned code, int emax) {
     return e4m3_tables_smem()[code == 255u ? 21 : shift + 14];
 }
 // Eight E2M1 codes (a word, lowest nibble first) -> eight e4m3 bytes in order (o0: codes 0-3):
-// the magnitudes by two table permutes, the signs as in e2m1x8_to_bf16x8 (9 instructions).
+// the magnitudes by two table permutes, the signs as in e2m1x8_to_bf16x8 (9 instructions). The
+// table prmt reads the selector's low 16 bits, whose sign bits the one mask already cleared
+// (__byte_perm masked each half again: a 10th instruction).
 __device__ __forceinline__ void e2m1x8_e4m3(unsigned w, const e4m3_table& t, unsigned& o0, unsigned& o1) {
     const unsigned sel = w & 0x77777777u, w4 = w << 4;
-    unsigned neg0, neg1;
+    unsigned neg0, neg1, mag0, mag1;
     asm("prmt.b32 %0, %1, %2, 0xd9c8;" : "=r"(neg0) : "r"(w4), "r"(w));
     asm("prmt.b32 %0, %1, %2, 0xfbea;" : "=r"(neg1) : "r"(w4), "r"(w));
-    o0 = __byte_perm(t.lo, t.hi, sel) | (neg0 & 0x80808080u);
-    o1 = __byte_perm(t.lo, t.hi, sel >> 16) | (neg1 & 0x80808080u);
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(mag0) : "r"(t.lo), "r"(t.hi), "r"(sel));
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(mag1) : "r"(t.lo), "r"(t.hi), "r"(sel >> 16));
+    o0 = mag0 | (neg0 & 0x80808080u);
+    o1 = mag1 | (neg1 & 0x80808080u);
 }
 // Four 8 x 8 b16 matrices to shared memory from the mma fragment layout: r[i] of each lane goes
 // to matrix i; lane l gives the shared address of row l % 8 of matrix l / 8 (16 bytes a row).
