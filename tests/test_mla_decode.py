@@ -314,9 +314,9 @@ def test_mxfp4_regs_loop_compiles():
 
 
 def test_tensor_copies_are_refused_off_the_regs_loop():
-    """copies: a knob of the "regs" loop and the fp8 cache's heads loop on fp8 products, refused
-    before any launch elsewhere (MXFP4's raw rows sit padded in shared memory, which the copy
-    engine does not do)."""
+    """copies: a knob of the "regs" loops and the fp8 cache's heads loop on fp8 products, refused
+    before any launch elsewhere (MXFP4's two-warpgroup loop reads raw rows that sit padded in
+    shared memory, which the copy engine does not do)."""
     for fmt, mma, knobs in (("bf16", "auto", {"loop": "heads", "scores": "one"}), ("fp8", "bf16", {"loop": "heads"}),
                             ("bf16", "auto", {"loop": "tile"}), ("mxfp4", "fp8", {"loop": "heads"})):
         with pytest.raises(portable.InputError, match="copies: a knob of the \"regs\" heads loops and of the fp8"):

@@ -338,7 +338,7 @@ class MLADecode(Kernel):
             # rescale factors, the rows' sums and maxima
             # (MXFP4: two decoded K tiles beside three raw stages, their scale windows, where each
             # row's scales start, [tile % 2] row factors, exponents, [tile % 2][8-row group]
-            # largest exponents, and O's unit after the sums; no mbarriers)
+            # largest exponents, and O's unit after the sums)
             parts = 2 if self.params["mma"] == "fp8x2" else 1
             kq, q_ld = min(18 * parts, FP8_REGS_KSTEPS), D + 16
             vt, p, land = 2 * DV * 64, 2 * 64 * 64, parts * 64 * q_ld
@@ -347,7 +347,7 @@ class MLADecode(Kernel):
                                    bar=3 * 8, qs=64 * 4, alpha=2 * 64 * 4, l=64 * 4, m=64 * 4),
                         "stage": 64 * D, "q_ld": q_ld, "kq": kq}
             # (MXFP4 on tensor copies: a raw stage holds five 64-byte slabs of the nibbles, 64 x 320
-            # bytes as on cp.async, and the stages' mbarriers)
+            # bytes as on cp.async; the stages' mbarriers on tensor copies only)
             raw_row, stages = HEADS_RAW_ROW["mxfp4"], 3
             assert 5 * 64 * 64 == 64 * raw_row
             return {**_regions(kv=2 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=0, raw=stages * 64 * raw_row,
