@@ -60,6 +60,7 @@ MXREGS_CUTS = {
     "no S": [("wg_mma_e4m3_n64(s,", "if (false) wg_mma_e4m3_n64(s,")],
     "no P V": [("wg_mma_ss_e4m3_n128(", "if (false) wg_mma_ss_e4m3_n128(")],
 }
+CUTS = {"regs": REGS_CUTS, "mxfp4": MX_CUTS, "mxregs": MXREGS_CUTS}     # (by the names the command line takes)
 
 
 def regs_runs():

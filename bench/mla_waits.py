@@ -31,7 +31,7 @@ from portable.kernels.mla_decode.reference import make_mla_inputs
 from portable.signature import balanced_end
 
 import source_edits
-from mla_ablation import MX_CUTS, MXREGS_CUTS, REGS_CUTS
+from mla_ablation import CUTS
 from mla_products import parse_case
 from moe_trace import SPIN_CYCLES, read, zero
 
@@ -80,7 +80,7 @@ def main():
     args = ap.parse_args()
     calls = tuple(n for n in args.calls.split(",") if n)
     cut_set, _, cut = args.cut.partition(":")
-    cuts = {"regs": REGS_CUTS, "mxfp4": MX_CUTS, "mxregs": MXREGS_CUTS}[cut_set][cut] if args.cut else []
+    cuts = CUTS[cut_set][cut] if args.cut else []
     B, L, q_len, h = map(int, args.shape.split(","))
     source_edits.edit(cuts, then=lambda source: timed(source, calls)[0])
     for case in args.case or ["bf16/auto", "fp8/fp8", "mxfp4/auto"]:

@@ -342,19 +342,18 @@ class MLADecode(Kernel):
             parts = 2 if self.params["mma"] == "fp8x2" else 1
             kq, q_ld = min(18 * parts, FP8_REGS_KSTEPS), D + 16
             vt, p, land = 2 * DV * 64, 2 * 64 * 64, parts * 64 * q_ld
-            if self.params["kv_format"] != "mxfp4":
-                return {**_regions(kv=3 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
-                                   bar=3 * 8, qs=64 * 4, alpha=2 * 64 * 4, l=64 * 4, m=64 * 4),
-                        "stage": 64 * D, "q_ld": q_ld, "kq": kq}
+            mx, raw_row, stages = self.params["kv_format"] == "mxfp4", HEADS_RAW_ROW["mxfp4"], 3
             # (MXFP4 on tensor copies: a raw stage holds five 64-byte slabs of the nibbles, 64 x 320
             # bytes as on cp.async; the stages' mbarriers on tensor copies only)
-            raw_row, stages = HEADS_RAW_ROW["mxfp4"], 3
             assert 5 * 64 * 64 == 64 * raw_row
-            return {**_regions(kv=2 * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=0, raw=stages * 64 * raw_row,
-                               sc=stages * 64 * SCALE_WINDOW, soff=stages * 64, kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4,
-                               bar=3 * 8 if t["copies"] == "tensor" else 0, qs=64 * 4, alpha=2 * 64 * 4, l=65 * 4, m=64 * 4),
-                    "stage": 64 * D, "q_ld": q_ld, "kq": kq, "kv_tiles": 2, "raw_stages": stages, "raw_stage": 64 * raw_row,
-                    "raw_row": raw_row, "scw": SCALE_WINDOW}
+            decode = dict(raw=stages * 64 * raw_row, sc=stages * 64 * SCALE_WINDOW, soff=stages * 64,
+                          kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
+            lay = {**_regions(kv=(2 if mx else 3) * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
+                              **decode, bar=3 * 8 if t["copies"] == "tensor" else 0, qs=64 * 4, alpha=2 * 64 * 4,
+                              l=(65 if mx else 64) * 4, m=64 * 4),
+                   "stage": 64 * D, "q_ld": q_ld, "kq": kq}
+            return {**lay, "kv_tiles": 2, "raw_stages": stages, "raw_stage": 64 * raw_row, "raw_row": raw_row,
+                    "scw": SCALE_WINDOW} if mx else lay
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
             # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: two decoded
             # tiles beside the ring of raw stages, their scale windows and where each row's
