@@ -53,7 +53,8 @@ def attend(q, keys, sm_scale, q_mode: str, p_mode: str):
     qq = quantize_q(q.float(), q_mode)
     s = torch.einsum("nhd,ld->nhl", qq, keys) * sm_scale
     n, L = q.shape[0], keys.shape[0]
-    visible = torch.arange(L)[None, :] < (L - (n - 1 - torch.arange(n)))[:, None]
+    at = torch.arange(max(n, L), device=q.device)
+    visible = at[None, :L] < (L - (n - 1 - at[:n]))[:, None]
     s = s.masked_fill(~visible[:, None, :], -math.inf)
     m = s.amax(dim=-1, keepdim=True)
     p = torch.exp(s - m)

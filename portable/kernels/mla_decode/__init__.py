@@ -60,10 +60,11 @@ FP8_PRODUCTS_FROM_KV = 1024
 # 0.2 points with two and 0.55 with one
 FP8_PRODUCTS_AUTO = {"fp8": "fp8x2", "mxfp4": "fp8"}
 # the error bars (max abs, relative L2) each products' path is checked against, on the test
-# inputs (random rows whose weighted mean nearly cancels: |out| <= 0.36): e4m3 P moves the
-# relative L2 to 1-2.3%; one e4m3 Q part moves it to 2.6-3.4% and the max abs to 7e-3..1.6e-2
-# (the top at L 1024; bench/NOTES.md, issue 40's numerics)
-ERROR_BARS = {"bf16": (1e-2, 1e-2), "fp8x2": (1e-2, 5e-2), "fp8": (2e-2, 5e-2)}
+# inputs (random rows whose weighted mean nearly cancels: |out| <= 0.48): e4m3 P moves the
+# relative L2 to 1-2.3%; one e4m3 Q part moves it to 2.6-3.4% and the max abs to 7e-3 at L 8192,
+# 1.3-3.3e-2 at L 1024-2048 on both caches, as the exact emulation of its roundings does seed by
+# seed (bench/mla_error_tail.py; bench/NOTES.md, "The one-Q-part error tail")
+ERROR_BARS = {"bf16": (1e-2, 1e-2), "fp8x2": (1e-2, 5e-2), "fp8": (5e-2, 5e-2)}
 
 
 @dataclass(frozen=True)
