@@ -89,3 +89,19 @@ def test_the_named_calls_are_timed_too(edits):
     edits([], then=lambda source: mla_waits.timed(source, ("decode", "issue"))[0])
     k = portable.load("mla_decode", kv_format="mxfp4", tuning={"decoders": 2})
     assert "SR_CLOCKLO" in k.for_heads(32, "sm_90a", q_max=4, kv_min=8192, batch=128).binary("sm_90a").asm
+
+
+def test_the_rounding_emulation_is_the_reference_without_its_roundings():
+    """mla_error_tail compares the kernel with mla_fp8_numerics.attend: unrounded it must be
+    mla_reference (causal offsets included), and one e4m3 Q part must move it, within its bar."""
+    import torch
+    from mla_fp8_numerics import attend
+    from portable.kernels.mla_decode import ERROR_BARS
+    from portable.kernels.mla_decode.reference import dequantize_kv, make_mla_inputs, mla_reference
+    inp = make_mla_inputs([300], 3, 16, "mxfp4", seed=5)
+    want, _ = mla_reference(**inp, out_dtype=torch.float32)
+    keys = dequantize_kv(inp["kv"], inp["kv_scale"])
+    exact, _ = attend(inp["q"], keys, inp["sm_scale"], "bf16", "fp32")
+    one, _ = attend(inp["q"], keys, inp["sm_scale"], "token", "e4m3")
+    assert (exact - want).abs().max() < 1e-5
+    assert 1e-4 < (one - want).abs().max() < ERROR_BARS["fp8"][0]
