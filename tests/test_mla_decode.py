@@ -79,7 +79,7 @@ def test_the_cache_format_is_the_one_parameter_and_the_tiling_is_tuning():
     validated over its closed set."""
     assert list(MLADecode.PARAMS) == ["kv_format", "mma"]
     assert set(MLADecode.TUNING) == {"kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens",
-                                      "loop", "stages", "scores", "decoders", "copies", "partials"}
+                                      "loop", "stages", "scores", "decoders", "copies", "partials", "pairs"}
     with pytest.raises(portable.InputError, match=r"loop: a tuning knob .* pass tuning=\{'loop': \.\.\.\}"):
         portable.load("mla_decode", kv_format="fp8", loop="fragments")
     with pytest.raises(portable.InputError, match=r"kv_tile: expected one of \[0, 32, 64\], got 48"):
@@ -311,6 +311,41 @@ def test_mxfp4_regs_loop_compiles():
     assert (lay["kv_tiles"], lay["raw_stages"]) == (2, 3) and k.dynamic_smem("sm_90a") <= 232448
     with pytest.raises(portable.InputError, match="MXFP4's \"regs\": mma 'fp8'"):
         MLADecode(kv_format="mxfp4", mma="fp8x2", tuning={"scores": "regs"}).source("sm_90a")
+
+
+def test_mxfp4_pairs_compile_and_plan_in_clusters():
+    """pairs=2 (MXFP4's regs loop): the two blocks of a sequence's 128 query rows run as a
+    cluster of two (compiled in: a plain launch groups them), each block 16 heads x 4 tokens at q
+    4 h 32 (4 x 32 at h 128) so both take the same KV; the decoders store each decoded row here
+    and in the peer (twice the 16-byte shared stores, half of them remote) and hand tiles over
+    by remote mbarrier arrivals, within the register pool, no spills. Fewer than 128 rows a
+    sequence take the unpaired kernel; the plan's consecutive items pair up; the knob is refused
+    off that loop."""
+    toolchain_or_skip(nvrtc.available())
+    mla = MLADecode(kv_format="mxfp4", mma="fp8", tuning={"scores": "regs", "pairs": 2})
+    k = mla.for_heads(32, "sm_90a", 4, 8192)
+    assert (k.tiles("sm_90a")["pairs"], k.tiles("sm_90a")["tokens"]) == (2, 4)
+    assert mla.for_heads(128, "sm_90a", 1, 8192).tiles("sm_90a")["tokens"] == 1
+    assert mla.for_heads(128, "sm_90a", 1, 8192).tiles("sm_90a")["pairs"] == 2
+    assert mla.for_heads(16, "sm_90a", 4, 8192).tiles("sm_90a")["pairs"] == 1        # 64 rows: one block a sequence
+    assert "__cluster_dims__(2, 1, 1)" in k.source("sm_90a")
+    assert "__cluster_dims__" not in mla.for_heads(16, "sm_90a", 4, 8192).source("sm_90a")
+    r = k.report("sm_90a")
+    assert r["instructions"]["hgmma"] == 18 + 4 and r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    assert_register_pool(k, raised=(1, 2), lowered=1)
+    assert_wgmma_pipelined(k)
+    sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
+    alone = nvrtc.kernel_sass(k.variant(pairs=1).binary("sm_90a").asm, "mla_decode")
+    # a decode call stores five chunks' two 16-byte halves: one call a tile here (not two), each
+    # store also to the peer
+    assert alone.count("STS.128") - sass.count("STS.128") == sass.count("ST.E.128") == 5 * 2
+    assert sass.count("UCGABAR_ARV") == 1 and "SYNCS.ARRIVE.TRANS64.RED" in sass
+    items, _ = k.work_list([0, 4, 8, 12], [0, 8192, 100, 5000], 32, "sm_90a", 132)
+    assert len(items) % 2 == 0
+    for a, b in zip(items[::2], items[1::2]):
+        assert (a[0], a[1], a[3], a[4], a[5]) == (b[0], b[1], b[3], b[4], b[5]) and b[2] == a[2] + 16
+    with pytest.raises(portable.InputError, match="pairs: a knob of MXFP4's"):
+        MLADecode(kv_format="fp8", mma="fp8", tuning={"scores": "regs", "pairs": 2}).source("sm_90a")
 
 
 def test_tensor_copies_are_refused_off_the_regs_loop():

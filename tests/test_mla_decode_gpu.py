@@ -174,18 +174,20 @@ def test_fp8_tensor_copies_match_reference(mma):
     nan_past_the_cache("fp8", [4097, 4130], **knobs)
 
 
-@pytest.mark.parametrize("fmt,mma", [("fp8", "fp8x2"), ("fp8", "fp8"), ("mxfp4", "fp8")])
-def test_fp8_regs_loop_matches_reference(fmt, mma):
+@pytest.mark.parametrize("fmt,mma,pairs", [("fp8", "fp8x2", 0), ("fp8", "fp8", 0), ("mxfp4", "fp8", 1), ("mxfp4", "fp8", 2)])
+def test_fp8_regs_loop_matches_reference(fmt, mma, pairs):
     """The fp8 and MXFP4 caches on fp8 products with Q in the scorer's registers (scores="regs")
     on sequences of 4096 and more (fp8 products' lengths, where their bars hold): partial last
     tiles and an empty sequence at q 4 h 32, q 1 h 16 and h 128, 64-row pages with NaN in the
     unused pages, 1-row pages (the fp8 cache: which take the two-warpgroup loop on cp.async),
     partials in fp32; the fp8 cache: NaN in the cache rows past the last sequence (its tensor
     copies bring them in); MXFP4 (a fourth, decoding warpgroup): a full GPU of long sequences,
-    where races between the decoder and the others would show."""
+    where races between the decoder and the others would show; MXFP4 in pairs (two blocks of a
+    cluster decoding half of each tile into both): those shapes with 128 rows a sequence (q 4
+    h 32, h 128), on 64- and 1-row pages too (the decoders' own copies), beside unpaired ones."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    knobs = {"mma": mma, "loop": "heads", "scores": "regs"}
+    knobs = {"mma": mma, "loop": "heads", "scores": "regs", **({"pairs": pairs} if pairs else {})}
     out, _ = run_and_compare(fmt, [4097, 4159, 0, 4160, 4100], 4, 32, **knobs)
     assert torch.all(out[8:12] == 0)                  # (the empty sequence's rows)
     run_and_compare(fmt, [4096, 8192, 5000], 1, 16, **knobs)
@@ -197,6 +199,9 @@ def test_fp8_regs_loop_matches_reference(fmt, mma):
     run_and_compare(fmt, [8192, 3000], 4, 32, **knobs, partials="fp32")
     if fmt == "mxfp4":
         run_and_compare(fmt, [8192] * 64, 4, 32, **knobs)
+    if pairs == 2:
+        for page_size in (64, 1):
+            run_and_compare(fmt, [4100, 6000, 8192, 1100, 0], 4, 32, page_size=page_size, **knobs)
 
 
 @pytest.mark.parametrize("fmt,mma,knobs", [("bf16", "auto", {"scores": "regs"}), ("bf16", "auto", {"scores": "one"}),

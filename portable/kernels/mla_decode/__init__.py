@@ -132,6 +132,10 @@ class MLADecode(Kernel):
         # the heads loops: the chunks' unnormalised O for mla_combine in "fp32" or "bf16" (half
         # the bytes written and read back; stored 8 bytes a lane)
         "partials": Choice(("", "fp32", "bf16"), ""),
+        # MXFP4's "regs" loop where a sequence brings 128 query rows or more: 2 runs the two
+        # 64-row blocks of one sequence's tokens (head groups apart) as a cluster, each decoding
+        # half of every KV tile into both blocks' shared memory (1: each decodes all of it)
+        "pairs": Choice((0, 1, 2), 0),
     }
     DYNAMIC_SMEM = True
     CHECK_VARIANTS = [{"kv_format": f} for f in ("bf16", "fp8", "mxfp4")]
@@ -169,8 +173,9 @@ class MLADecode(Kernel):
         t.setdefault("decoders", 1)
         t.setdefault("copies", "cp.async")
         t.setdefault("partials", "fp32")
+        t.setdefault("pairs", 1)
         for key in ("kv_tile", "row_groups", "warps", "min_blocks", "score_split", "tokens", "loop", "stages", "scores", "decoders",
-                    "copies", "partials"):
+                    "copies", "partials", "pairs"):
             if self.tuning[key]:
                 t[key] = self.tuning[key]
         if not self._scores_fit(t):
@@ -187,7 +192,13 @@ class MLADecode(Kernel):
             t["warps"] = 4 + 4 * t["decoders"]  # the scoring warpgroup and the decoding ones
         else:
             t["decoders"] = 0                   # (a choice of MXFP4 on fp8 products only)
+        if not self._pairs_fit(t):
+            t["pairs"] = 1                      # (a choice of MXFP4's regs loop only)
         return t
+
+    def _pairs_fit(self, t: dict) -> bool:
+        """The loop whose blocks may decode in pairs: MXFP4's "regs" loop (one Q part)."""
+        return self.params["kv_format"] == "mxfp4" and self._fp8_regs(t) and t["loop"] == "heads"
 
     def _tensor_copies_fit(self, t: dict) -> bool:
         """The loops whose copies may be tensor copies: the "regs" loops, and the fp8 cache on fp8
@@ -249,8 +260,12 @@ class MLADecode(Kernel):
         # (the table's own choices, "scores", "copies" and "partials", stay the table's: tiles() reads them, a knob given wins)
         knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k not in ("scores", "copies", "partials")},
                  "loop": loop or fits[0].get("loop", "")}
+        # pairs: two blocks of the same tokens, so each block holds half the heads' groups (or pairs 1)
+        paired = self.variant(params["mma"], **knobs).tiles(target)["pairs"] == 2
+        if paired and (rows < 128 or heads % 32):
+            knobs["pairs"], paired = 1, False
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
-                          if knobs["row_groups"] % d == 0 and heads % (16 * d) == 0)
+                          if knobs["row_groups"] % d == 0 and heads % (16 * d * (2 if paired else 1)) == 0)
         knobs["tokens"] = knobs["row_groups"] // head_groups
         return self.variant(params["mma"], **knobs)
 
@@ -285,6 +300,9 @@ class MLADecode(Kernel):
             raise InputError(f"scores: a knob of the bf16 cache's heads loop on bf16 products, and \"one\" or \"regs\" of "
                              f"the fp8 and MXFP4 caches' on fp8 products (MXFP4's \"regs\": mma 'fp8'); got kv_format {self.params['kv_format']!r}, loop {t['loop']!r}, "
                              f"mma {mma!r}, scores {self.tuning['scores']!r} (leave it out)")
+        if self.tuning["pairs"] and not self._pairs_fit(t):
+            raise InputError(f"pairs: a knob of MXFP4's \"regs\" loop (mma 'fp8', scores 'regs'); got kv_format "
+                             f"{self.params['kv_format']!r}, loop {t['loop']!r}, mma {mma!r}, scores {t['scores']!r} (leave it out)")
         if self.tuning["partials"] and t["loop"] != "heads":
             raise InputError(f"partials: a knob of the heads loops; got kv_format {self.params['kv_format']!r}, "
                              f"loop {t['loop']!r} (leave it out)")
@@ -304,7 +322,7 @@ class MLADecode(Kernel):
             raise InputError(f"kv_tile/row_groups: {t} need {layout['bytes']} bytes of shared memory, {target} has {limit}")
         return {"KV_FORMAT": self.params["kv_format"], "KV_TILE": t["kv_tile"], "RG": t["row_groups"], "WARPS": t["warps"],
                 "MIN_BLOCKS": t["min_blocks"], "KSPLIT": self.score_split(target), "TOKENS": t["tokens"],
-                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "DECODERS": t["decoders"], "COPIES": t["copies"], "PARTIALS": t["partials"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
+                "LOOP": t["loop"], "STAGES": t["stages"], "SCORES": t["scores"], "DECODERS": t["decoders"], "COPIES": t["copies"], "PARTIALS": t["partials"], "PAIRS": t["pairs"], "MMA": mma if mma in FP8_PRODUCTS else "bf16", "ROW_BYTES": KV_ROW[self.params["kv_format"]], "L": layout}
 
     def _check_wgmma_loop(self, target: str, t: dict) -> None:
         """The warpgroup-MMA loops' fixed shapes (WGMMA_LOOPS): the target, the formats, the tiling."""
@@ -350,7 +368,8 @@ class MLADecode(Kernel):
             decode = dict(raw=stages * 64 * raw_row, sc=stages * 64 * SCALE_WINDOW, soff=stages * 64,
                           kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
             lay = {**_regions(kv=(2 if mx else 3) * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
-                              **decode, bar=3 * 8 if t["copies"] == "tensor" else 0, qs=64 * 4, alpha=2 * 64 * 4,
+                              **decode, bar=3 * 8 if t["copies"] == "tensor" else 0, cbar=4 * 8 if t["pairs"] == 2 else 0,
+                              qs=64 * 4, alpha=2 * 64 * 4,
                               l=(65 if mx else 64) * 4, m=64 * 4),
                    "stage": 64 * D, "q_ld": q_ld, "kq": kq}
             return {**lay, "kv_tiles": 2, "raw_stages": stages, "raw_stage": 64 * raw_row, "raw_row": raw_row,
@@ -454,10 +473,13 @@ class MLADecode(Kernel):
         for b, i, v, ntok in visible:
             n = max(1, -(-v // chunk_len))
             token_chunks += [n] * ntok
-            for g in range(groups):
-                for c in range(n):
+            # (pairs: a cluster is two consecutive items, head groups g and g + 1 of one chunk)
+            for c in range(n):
+                for g in range(groups):
                     lo = c * chunk_len
                     items.append((b, i, g * 16 * hg, lo, min(v, lo + chunk_len), c if n > 1 else -1, ntok, 0))
+        if t["pairs"] == 2 and groups % 2:
+            raise InputError(f"q: the paired blocks of {target} need an even number of {16 * hg}-head groups, got {heads} heads")
         return items, token_chunks
 
     def blocks_per_sm(self, target: str) -> int:
