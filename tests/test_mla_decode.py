@@ -316,9 +316,9 @@ def test_mxfp4_regs_loop_compiles():
 def test_mxfp4_pairs_compile_and_plan_in_clusters():
     """pairs=2 (MXFP4's regs loop): the two blocks of a sequence's 128 query rows run as a
     cluster of two (compiled in: a plain launch groups them), each block 16 heads x 4 tokens at q
-    4 h 32 (4 x 32 at h 128) so both take the same KV; the decoders store each decoded row here
-    and in the peer (twice the 16-byte shared stores, half of them remote) and hand tiles over
-    by remote mbarrier arrivals, within the register pool, no spills. Fewer than 128 rows a
+    4 h 32 (4 x 32 at h 128) so both take the same KV; the decoders decode half of each tile
+    and the copy engine brings those rows to the peer, tiles handed over by mbarriers (one a
+    remote arrival), within the register pool, no spills. Fewer than 128 rows a
     sequence take the unpaired kernel; the plan's consecutive items pair up; the knob is refused
     off that loop."""
     toolchain_or_skip(nvrtc.available())
@@ -336,9 +336,11 @@ def test_mxfp4_pairs_compile_and_plan_in_clusters():
     assert_wgmma_pipelined(k)
     sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
     alone = nvrtc.kernel_sass(k.variant(pairs=1).binary("sm_90a").asm, "mla_decode")
-    # a decode call stores five chunks' two 16-byte halves: one call a tile here (not two), each
-    # store also to the peer
-    assert alone.count("STS.128") - sass.count("STS.128") == sass.count("ST.E.128") == 5 * 2
+    # a decode call stores five chunks' two 16-byte halves: one call a tile here (not two); the
+    # peer's copy goes by the copy engine (9 half slabs and 3 factor pieces), no remote store,
+    # and the one GPU-scope membar is the start's cluster barrier (none a tile)
+    assert alone.count("STS.128") - sass.count("STS.128") == 5 * 2 and "ST.E" not in sass
+    assert sass.count("UBLKCP.S.S") == 9 + 3 and sass.count("MEMBAR.ALL.GPU") == 1
     assert sass.count("UCGABAR_ARV") == 1 and "SYNCS.ARRIVE.TRANS64.RED" in sass
     items, _ = k.work_list([0, 4, 8, 12], [0, 8192, 100, 5000], 32, "sm_90a", 132)
     assert len(items) % 2 == 0

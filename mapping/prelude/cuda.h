@@ -292,9 +292,11 @@ __device__ __forceinline__ void tensor_box_load_2d(unsigned dst, const tensor_ma
 
 // ---- thread-block clusters (sm_90+): the blocks of a cluster (__cluster_dims__) run at once on
 // one GPC and reach each other's shared memory. cluster_map turns a shared address of this block
-// into the same place in block `rank`'s; a 16- or 4-byte store goes there. A remote arrive
-// releases at cluster scope (the thread's earlier stores, remote ones included, are visible to
-// whoever sees the phase complete); the cluster wait acquires them.
+// into the same place in block `rank`'s (a shared::cluster address). A remote arrive counts on a
+// peer's mbarrier (release at CTA scope: no membar; what it orders is this block's reads before
+// the peer's next writes). A bulk copy moves bytes from this block's shared memory to a peer's
+// by the copy engine (the async proxy), counted as they land on an mbarrier of the peer's, as
+// a tensor copy's are: no store instruction and no fence in the writing threads.
 __device__ __forceinline__ unsigned cluster_rank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -305,28 +307,22 @@ __device__ __forceinline__ unsigned cluster_map(unsigned addr, unsigned rank) {
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
     return r;
 }
-template <typename V>
-__device__ __forceinline__ void cluster_store16(unsigned addr, V v) {
-    asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-__device__ __forceinline__ void cluster_store4(unsigned addr, unsigned v) {
-    asm volatile("st.shared::cluster.b32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
-}
 __device__ __forceinline__ void mbarrier_arrive_remote(unsigned cluster_bar) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(cluster_bar) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(cluster_bar) : "memory");
 }
-__device__ __forceinline__ void mbarrier_wait_parity_cluster(unsigned bar, unsigned parity) {
-    asm volatile("{\n\t.reg .pred done;\n"
-                 "MBAR_WAIT_CL_%=:\n\t"
-                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
-                 "@!done bra MBAR_WAIT_CL_%=;\n\t}" :: "r"(bar), "r"(parity) : "memory");
+// bytes (a multiple of 16, both addresses 16-byte aligned) from this block's src to dst in a
+// peer's, completing on the peer's mbarrier bar (both shared::cluster addresses of the peer)
+__device__ __forceinline__ void bulk_copy_to_peer(unsigned dst, unsigned src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(dst), "r"(src), "r"(bytes), "r"(bar) : "memory");
 }
+// the bulk copies issued so far by this thread form a group; wait until every group has read its source
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 // every thread of every block of the cluster (e.g. after mbarrier_init, before remote arrivals)
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// generic-proxy stores to this block's or a peer's shared memory, read next by the async proxy
-__device__ __forceinline__ void fence_proxy_async_cluster() { asm volatile("fence.proxy.async.shared::cluster;" ::: "memory"); }
 
 // ---- programmatic dependent launch (sm_90+): a kernel launched overlapped waits here for the
 // kernel before it in the stream to end (its writes visible); the other lets the next overlapped
