@@ -6,12 +6,14 @@ bench/source_edits.py.
                                          # "regs" on cp.async) at h = 128 (B64 L4096: two
                                          # 64-row blocks a sequence) and h = 64 (B128 L4096: one
                                          # block a sequence, the same KV bytes read once)
-    python bench/mla_ablation.py mxfp4   # the MXFP4 cache on fp8 products ("auto": one Q part,
-                                         # two decoding warpgroups) at B128 L8192 q4 h32 and
+    python bench/mla_ablation.py mxfp4   # the MXFP4 cache on fp8 products' two-warpgroup loop
+                                         # (scores="one": one Q part, two decoding
+                                         # warpgroups) at B128 L8192 q4 h32 and
                                          # B64 L4096 h128, beside bf16 and the fp8 cache's
                                          # one-Q-part loop (which has no decode)
-    python bench/mla_ablation.py mxregs  # MXFP4 on the regs loop (scores="regs": a fourth,
-                                         # decoding warpgroup) at the same shapes
+    python bench/mla_ablation.py mxregs  # MXFP4 on the regs loop unpaired (scores="regs",
+                                         # pairs=1: a fourth, decoding warpgroup) at the
+                                         # same shapes
 
 Each line: the call's time and the time a (block, KV tile), the blocks' tiles spread over the SMs.
 """
@@ -74,13 +76,13 @@ def regs_runs():
 
 def mxfp4_runs():
     runs = [("bf16", "auto", {}, [], "bf16"), ("fp8", "fp8", {}, [], "fp8 cache, one Q part")]
-    runs += [("mxfp4", "auto", {}, c, f"MXFP4, {n}") for n, c in MX_CUTS.items()]
+    runs += [("mxfp4", "auto", {"scores": "one"}, c, f"MXFP4, {n}") for n, c in MX_CUTS.items()]
     return ((128, 8192, 4, 32), (64, 4096, 1, 128)), runs
 
 
 def mxregs_runs():
-    runs = [("bf16", "auto", {}, [], "bf16"), ("mxfp4", "auto", {}, [], "MXFP4 auto (scores one)")]
-    runs += [("mxfp4", "fp8", {"scores": "regs"}, c, f"MXFP4 regs, {n}") for n, c in MXREGS_CUTS.items()]
+    runs = [("bf16", "auto", {}, [], "bf16"), ("mxfp4", "auto", {"scores": "one"}, [], "MXFP4 scores one")]
+    runs += [("mxfp4", "fp8", {"scores": "regs", "pairs": 1}, c, f"MXFP4 regs, {n}") for n, c in MXREGS_CUTS.items()]
     return ((128, 8192, 4, 32), (64, 4096, 1, 128)), runs
 
 

@@ -44,8 +44,8 @@ def test_an_edit_changes_only_what_it_names(edits):
 
 
 @pytest.mark.parametrize("fmt, knobs, cuts", [("bf16", {"copies": "tensor"}, mla_ablation.REGS_CUTS),
-                                              ("mxfp4", {}, mla_ablation.MX_CUTS),
-                                              ("mxfp4", {"scores": "regs", "mma": "fp8"}, mla_ablation.MXREGS_CUTS)])
+                                              ("mxfp4", {"scores": "one"}, mla_ablation.MX_CUTS),
+                                              ("mxfp4", {"scores": "regs", "mma": "fp8", "pairs": 1}, mla_ablation.MXREGS_CUTS)])
 def test_every_ablation_cut_finds_its_loop(fmt, knobs, cuts):
     source = heads_source(fmt, **knobs)
     for name, pieces in cuts.items():
@@ -81,13 +81,13 @@ def test_every_wait_of_a_heads_loop_is_timed(fmt, mma, edits):
 def test_the_named_calls_are_timed_too(edits):
     """--calls decode,issue: each call of MXFP4's decode and copy lambdas is a site of its own,
     and the timed source compiles."""
-    plain = heads_source("mxfp4", "auto")
+    plain = heads_source("mxfp4", "auto", scores="one")
     text, sites = mla_waits.timed(plain, ("decode", "issue"))
     assert len(sites) > len(mla_waits.timed(plain)[1])
     assert any(": decode(" in s for s in sites) and any(": issue(" in s for s in sites)
     toolchain_or_skip(nvrtc.available())
     edits([], then=lambda source: mla_waits.timed(source, ("decode", "issue"))[0])
-    k = portable.load("mla_decode", kv_format="mxfp4", tuning={"decoders": 2})
+    k = portable.load("mla_decode", kv_format="mxfp4", tuning={"scores": "one", "decoders": 2})
     assert "SR_CLOCKLO" in k.for_heads(32, "sm_90a", q_max=4, kv_min=8192, batch=128).binary("sm_90a").asm
 
 

@@ -355,7 +355,7 @@ def test_tensor_copies_are_refused_off_the_regs_loop():
     before any launch elsewhere (MXFP4's two-warpgroup loop reads raw rows that sit padded in
     shared memory, which the copy engine does not do)."""
     for fmt, mma, knobs in (("bf16", "auto", {"loop": "heads", "scores": "one"}), ("fp8", "bf16", {"loop": "heads"}),
-                            ("bf16", "auto", {"loop": "tile"}), ("mxfp4", "fp8", {"loop": "heads"})):
+                            ("bf16", "auto", {"loop": "tile"}), ("mxfp4", "fp8", {"loop": "heads", "scores": "one"})):
         with pytest.raises(portable.InputError, match="copies: a knob of the \"regs\" heads loops and of the fp8"):
             MLADecode(kv_format=fmt, mma=mma, tuning={**knobs, "copies": "tensor"}).source("sm_90a")
 
@@ -433,7 +433,7 @@ def test_fp8_products_on_mxfp4_compile(mma):
     sm_90a's shared memory (beside two Q parts with one V^T and P buffer); a third stage does
     not, and says so before any launch."""
     toolchain_or_skip(nvrtc.available())
-    k = MLADecode(kv_format="mxfp4", mma=mma)
+    k = MLADecode(kv_format="mxfp4", mma=mma, tuning={"scores": "one"})
     r = k.report("sm_90a")
     parts = 2 if mma == "fp8x2" else 1
     assert k.tiles("sm_90a")["loop"] == "heads"
@@ -493,7 +493,12 @@ def test_auto_picks_fp8_products_from_rows_and_length():
     assert MLADecode(kv_format="fp8", mma="fp8").for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"
     mx = MLADecode(kv_format="mxfp4")
     assert mx.for_heads(32, "sm_90a", 4, 8192).params["mma"] == "fp8"        # MXFP4 too, from 32 rows ...
-    assert mx.for_heads(32, "sm_90a", 4, 8192).block_threads("sm_90a") == 384
+    # ... on the regs loop in pairs from 128 rows a sequence, below on the two-warpgroup loop
+    assert mx.for_heads(32, "sm_90a", 4, 8192).tiles("sm_90a")["pairs"] == 2
+    assert mx.for_heads(32, "sm_90a", 4, 8192).block_threads("sm_90a") == 512
+    assert mx.for_heads(16, "sm_90a", 4, 8192).tiles("sm_90a")["scores"] == "one"
+    assert mx.for_heads(16, "sm_90a", 4, 8192).block_threads("sm_90a") == 384
+    assert MLADecode(kv_format="mxfp4", tuning={"scores": "regs"}).for_heads(16, "sm_90a", 4, 8192).tiles("sm_90a")["scores"] == "regs"
     assert mx.for_heads(32, "sm_90a", 1, 8192).params["mma"] == "fp8"
     assert mx.for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["loop"] == "twin"
     assert mx.for_heads(32, "sm_90a", 4, 8192, batch=4).params["mma"] == "fp8"     # ... in a small batch too
@@ -560,7 +565,7 @@ def test_mxfp4_third_decoding_warpgroup_compiles(mma):
     keeps both, none ignored), the same MMAs as with one decoder, wgmma still pipelined; the
     knob refused where it does not apply."""
     toolchain_or_skip(nvrtc.available())
-    k = portable.load("mla_decode", kv_format="mxfp4", mma=mma, tuning={"decoders": 2})
+    k = portable.load("mla_decode", kv_format="mxfp4", mma=mma, tuning={"scores": "one", "decoders": 2})
     assert k.block_threads("sm_90a") == 384
     r, b = k.report("sm_90a"), k.binary("sm_90a")
     parts = 2 if mma == "fp8x2" else 1

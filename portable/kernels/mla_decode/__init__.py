@@ -260,10 +260,14 @@ class MLADecode(Kernel):
         # (the table's own choices, "scores", "copies" and "partials", stay the table's: tiles() reads them, a knob given wins)
         knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k not in ("scores", "copies", "partials")},
                  "loop": loop or fits[0].get("loop", "")}
-        # pairs: two blocks of the same tokens, so each block holds half the heads' groups (or pairs 1)
+        # pairs: two blocks of the same tokens, so each block holds half the heads' groups (or
+        # pairs 1; where MXFP4's "regs" loop came from the table, it then takes "one": unpaired
+        # it is the slower one)
         paired = self.variant(params["mma"], **knobs).tiles(target)["pairs"] == 2
         if paired and (rows < 128 or heads % 32):
             knobs["pairs"], paired = 1, False
+            if not self.tuning["scores"]:
+                knobs["scores"] = "one"
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
                           if knobs["row_groups"] % d == 0 and heads % (16 * d * (2 if paired else 1)) == 0)
         knobs["tokens"] = knobs["row_groups"] // head_groups
