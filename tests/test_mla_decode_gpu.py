@@ -282,7 +282,7 @@ def test_mxfp4_fp8_products_with_two_decoding_warpgroups(mma):
     one sequence split into chunks, partial tiles, empty sequences."""
     if "wgmma" not in device_target(torch.cuda.current_device()).features:
         pytest.skip("no warpgroup MMA on this GPU")
-    bar = {"mma": mma, "decoders": 2}
+    bar = {"mma": mma, "scores": "one", "decoders": 2}
     run_and_compare("mxfp4", [8192] * 64, 4, 32, **bar)            # every SM busy for long: races show
     run_and_compare("mxfp4", [4096, 8192, 5000], 4, 16, **bar)
     run_and_compare("mxfp4", [4097, 4159, 0, 4160, 4100], 2, 32, page_size=64, **bar)
@@ -291,7 +291,7 @@ def test_mxfp4_fp8_products_with_two_decoding_warpgroups(mma):
     assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-@pytest.mark.parametrize("loop,decoders,mma,scores", [("heads", 0, "fp8x2", ""), ("heads", 2, "fp8x2", ""), ("heads", 2, "fp8", ""),
+@pytest.mark.parametrize("loop,decoders,mma,scores", [("heads", 0, "fp8x2", ""), ("heads", 2, "fp8x2", ""), ("heads", 2, "fp8", "one"),
                                                      ("heads", 0, "fp8", "regs"), ("tile", 0, "fp8x2", "")])
 def test_fp8_products_on_mxfp4_block_scales_far_apart(loop, decoders, mma, scores):
     """MXFP4 on fp8 products where the scales move: rows' scales grow along each sequence (the

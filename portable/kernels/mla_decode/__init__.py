@@ -265,9 +265,11 @@ class MLADecode(Kernel):
         # it is the slower one)
         paired = self.variant(params["mma"], **knobs).tiles(target)["pairs"] == 2
         if paired and (rows < 128 or heads % 32):
-            knobs["pairs"], paired = 1, False
-            if not self.tuning["scores"]:
-                knobs["scores"] = "one"
+            paired = False
+            if self.tuning["scores"]:
+                knobs["pairs"] = 1
+            else:
+                knobs["scores"], knobs["pairs"] = "one", 0
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
                           if knobs["row_groups"] % d == 0 and heads % (16 * d * (2 if paired else 1)) == 0)
         knobs["tokens"] = knobs["row_groups"] // head_groups
