@@ -337,10 +337,10 @@ def test_mxfp4_pairs_compile_and_plan_in_clusters():
     sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
     alone = nvrtc.kernel_sass(k.variant(pairs=1).binary("sm_90a").asm, "mla_decode")
     # a decode call stores five chunks' two 16-byte halves: one call a tile here (not two); the
-    # peer's copy goes by the copy engine (the half tile, group-major, and 3 factor pieces), no
-    # remote store, and the one GPU-scope membar is the start's cluster barrier (none a tile)
+    # peer's copy goes by the copy engine (9 half slabs and 3 factor pieces), no remote store, and
+    # the one GPU-scope membar is the start's cluster barrier (none a tile)
     assert alone.count("STS.128") - sass.count("STS.128") == 5 * 2 and "ST.E" not in sass
-    assert sass.count("UBLKCP.S.S") == 1 + 3 and "UBLKCP" not in alone and sass.count("MEMBAR.ALL.GPU") == 1
+    assert sass.count("UBLKCP.S.S") == 9 + 3 and "UBLKCP" not in alone and sass.count("MEMBAR.ALL.GPU") == 1
     assert sass.count("UCGABAR_ARV") == 1 and "SYNCS.ARRIVE.TRANS64.RED" in sass
     items, _ = k.work_list([0, 4, 8, 12], [0, 8192, 100, 5000], 32, "sm_90a", 132)
     assert len(items) % 2 == 0

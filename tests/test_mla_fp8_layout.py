@@ -8,29 +8,14 @@ gives every code the e4m3 bytes of its exact value. No GPU needed."""
 import itertools
 import random
 
-import pytest
 import torch
-
-from portable.kernels.mla_decode import MLADecode
 
 SLAB, ATOM = 4096, 512                  # a 64-byte column slab of 64 rows; an 8-row atom
 
 
-def group_major():
-    """The MXFP4 regs loop's K tiles: each 8-row group's nine slabs side by side (the layout's
-    kslab and kgrp, which the templates read)."""
-    lay = MLADecode(kv_format="mxfp4", mma="fp8", tuning={"scores": "regs"}).layout("sm_90a")
-    return lay["kslab"], lay["kgrp"]
-
-
-# K tile strides (slab, 8-row group): slab-major as the copy engine lands a tile, and group-major
-K_LAYOUTS = [(SLAB, ATOM), group_major()]
-
-
-def sw64(r: int, b: int, slab: int = SLAB, grp: int = ATOM) -> int:
-    """Byte b of row r in 64-byte-swizzled atoms (the template's at8), atoms `slab` apart along
-    the row and `grp` apart along the rows (the wgmma descriptor's SBO)."""
-    return (b >> 6) * slab + (r >> 3) * grp + (r & 7) * 64 + ((((b >> 4) & 3) ^ ((r >> 1) & 3)) << 4) + (b & 15)
+def sw64(r: int, b: int, slab: int = SLAB) -> int:
+    """Byte b of row r in 64-byte-swizzled atoms (the template's at8)."""
+    return (b >> 6) * slab + (r >> 3) * 512 + (r & 7) * 64 + ((((b >> 4) & 3) ^ ((r >> 1) & 3)) << 4) + (b & 15)
 
 
 def slot_of(k: int) -> int:             # KV row k's slot in P and V^T
@@ -47,11 +32,11 @@ def lane_parts(t: int):
     return warp, lane, lane >> 2, lane & 3
 
 
-def transpose_read_rows(t: int, u: int, h: int, slab: int = SLAB, grp: int = ATOM) -> int:
+def transpose_read_rows(t: int, u: int, h: int) -> int:
     """The K tile byte address lane t gives to read h of block u (the template's tr_src): row
     lane + 32h, the 16 bytes of dims 16 (4u + warp).."""
     warp, lane, _, _ = lane_parts(t)
-    return (lane >> 3) * grp + (lane & 7) * 64 + ((warp ^ ((lane >> 1) & 3)) << 4) + u * slab + h * 4 * grp
+    return (lane >> 3) * 512 + (lane & 7) * 64 + ((warp ^ ((lane >> 1) & 3)) << 4) + u * SLAB + h * 2048
 
 
 def transpose_dst(t: int, e: int) -> int:
@@ -97,17 +82,16 @@ def test_the_swizzle_is_the_canonical_64_byte_one():
     assert sw64(8, 0) == 512 and sw64(0, 64) == SLAB
 
 
-@pytest.mark.parametrize("slab,grp", K_LAYOUTS)
-def test_transpose_moves_every_byte_once_to_its_permuted_place(slab, grp):
+def test_transpose_moves_every_byte_once_to_its_permuted_place():
     k_tile = {}
     for k in range(64):
         for d in range(576):
-            k_tile[sw64(k, d, slab, grp)] = (k, d)                  # where K[k][d] sits
+            k_tile[sw64(k, d)] = (k, d)                             # where K[k][d] sits
     placed = {}
     for warp in range(4):
         lanes = range(32 * warp, 32 * warp + 32)
         for u in range(8):
-            regs = [ldmatrix_x4_trans([transpose_read_rows(t, u, h, slab, grp) for t in lanes], k_tile) for h in range(2)]
+            regs = [ldmatrix_x4_trans([transpose_read_rows(t, u, h) for t in lanes], k_tile) for h in range(2)]
             for t in lanes:
                 l = t & 31
                 r = [regs[h][l][m] for h in range(2) for m in range(4)]
@@ -137,12 +121,11 @@ def test_p_stores_hold_sixteen_consecutive_slots():
         assert [slot_of(8 * j + 2 * c + i) for j in range(8) for i in range(2)] == list(range(16 * c, 16 * c + 16))
 
 
-@pytest.mark.parametrize("slab,grp", K_LAYOUTS)
-def test_a_warps_transpose_reads_and_stores_and_p_stores_take_the_fewest_wavefronts(slab, grp):
+def test_a_warps_transpose_reads_and_stores_and_p_stores_take_the_fewest_wavefronts():
     for warp in range(4):
         lanes = range(32 * warp, 32 * warp + 32)
         for u, h in itertools.product(range(8), range(2)):
-            rows = [transpose_read_rows(t, u, h, slab, grp) for t in lanes]
+            rows = [transpose_read_rows(t, u, h) for t in lanes]
             for i in range(4):               # each matrix: 8 rows x 16 bytes, one wavefront
                 assert wavefronts([(a, 16) for a in rows[8 * i: 8 * i + 8]]) == 1
         for e in range(2):                   # 32 lanes x 16 bytes = 4 at best
@@ -164,7 +147,7 @@ def test_the_model_sees_a_conflict():
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
 
-def decode_stores(t: int, slab: int = SLAB, grp: int = ATOM):
+def decode_stores(t: int):
     """Decoding lane t's two 16-byte stores of block j = t % 4 + 4i into the K tile: (address,
     KV row, first dim); lanes t % 4 >= 2 store the block's second half first. The copying
     warpgroup's thread t % 128 is lane t in its row half t // 128 (rows 32 further)."""
@@ -175,36 +158,25 @@ def decode_stores(t: int, slab: int = SLAB, grp: int = ATOM):
         if k + 4 * i >= 18:
             break
         for e in range(2):
-            addr = (k >> 1) * slab + i * 2 * slab + (r >> 3) * grp + (r & 7) * 64 + (((2 * (k & 1) + (e ^ swap)) ^ ((r >> 1) & 3)) << 4)
+            addr = (k >> 1) * SLAB + i * 8192 + (r >> 3) * 512 + (r & 7) * 64 + (((2 * (k & 1) + (e ^ swap)) ^ ((r >> 1) & 3)) << 4)
             out.append((addr, r, 32 * (k + 4 * i) + 16 * (e ^ swap)))
     return out
 
 
-@pytest.mark.parametrize("slab,grp", K_LAYOUTS)
-def test_the_mxfp4_decode_writes_every_k_byte_once_where_the_k_tile_has_it(slab, grp):
+def test_the_mxfp4_decode_writes_every_k_byte_once_where_the_k_tile_has_it():
     placed = set()
     for t in range(256):
-        for addr, r, d0 in decode_stores(t, slab, grp):
-            assert addr == sw64(r, d0, slab, grp)
+        for addr, r, d0 in decode_stores(t):
+            assert addr == sw64(r, d0)
             placed |= {addr + m for m in range(16)}
-    assert placed == {sw64(r, d, slab, grp) for r in range(64) for d in range(576)}
+    assert placed == {sw64(r, d) for r in range(64) for d in range(576)}
 
 
-def test_a_pairs_half_tile_is_one_piece_in_the_group_major_k_tile():
-    """MXFP4 in pairs: block `rank` sends rows 32 rank.. of each K tile to its peer as one bulk
-    copy of 4 x kgrp bytes from rank x 4 x kgrp: exactly those rows' bytes."""
-    slab, grp = group_major()
-    for rank in range(2):
-        rows = {sw64(r, d, slab, grp) for r in range(32 * rank, 32 * rank + 32) for d in range(576)}
-        assert rows == set(range(rank * 4 * grp, (rank + 1) * 4 * grp))
-
-
-@pytest.mark.parametrize("slab,grp", K_LAYOUTS)
-def test_a_warps_mxfp4_decode_stores_take_the_fewest_wavefronts(slab, grp):
+def test_a_warps_mxfp4_decode_stores_take_the_fewest_wavefronts():
     for warp in range(8):
         lanes = [t for t in range(32 * warp, 32 * warp + 32)]
         for n in range(8):                   # store n of the lanes that have it: 16 bytes each
-            acc = [(decode_stores(t, slab, grp)[n][0], 16) for t in lanes if n < len(decode_stores(t, slab, grp))]
+            acc = [(decode_stores(t)[n][0], 16) for t in lanes if n < len(decode_stores(t))]
             assert wavefronts(acc) == (len(acc) * 16 + 127) // 128
 
 

@@ -189,10 +189,6 @@ WG_MMA_SS_N256(wg_mma_ss_bf16_n256_mn, "m64n256k16.f32.bf16.bf16", "1, 1, 0, 1")
 __device__ __forceinline__ unsigned long long wg_desc_sw64(unsigned addr) {
     return wg_desc(addr, 16, 512) | (2ull << 62);
 }
-// ... with the 8-row atoms SBO bytes apart (a multiple of 512: other tiles' atoms between them)
-__device__ __forceinline__ unsigned long long wg_desc_sw64_sbo(unsigned addr, unsigned sbo) {
-    return wg_desc(addr, 16, sbo) | (2ull << 62);
-}
 // d (64 x N fp32) += A (64 x 32 e4m3) x B (32 x N e4m3), N = 32, 64, 128, 256
 WG_MMA_SS_N32(wg_mma_ss_e4m3_n32, "m64n32k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N64(wg_mma_ss_e4m3_n64, "m64n64k32.f32.e4m3.e4m3", "1, 1")

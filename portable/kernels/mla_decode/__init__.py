@@ -378,12 +378,10 @@ class MLADecode(Kernel):
                               qs=64 * 4, alpha=2 * 64 * 4,
                               l=(65 if mx else 64) * 4, m=64 * 4),
                    "stage": 64 * D, "q_ld": q_ld, "kq": kq}
-            # (pairs: the copy engine moves half a K tile and the row factors, 16-byte aligned)
+            # (pairs: the copy engine moves half a K tile's slabs and the row factors, 16-byte aligned)
             assert not mx or all(lay[n] % 16 == 0 for n in ("kv", "kf", "ke", "wm"))
-            # (MXFP4: the decoded K tiles group-major, each 8-row group's nine slabs side by side, so
-            # that a pair's 32-row half is one piece)
             return {**lay, "kv_tiles": 2, "raw_stages": stages, "raw_stage": 64 * raw_row, "raw_row": raw_row,
-                    "scw": SCALE_WINDOW, "kslab": 512, "kgrp": 9 * 512} if mx else lay
+                    "scw": SCALE_WINDOW} if mx else lay
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
             # e4m3 Q (one or two parts), the K tiles (fp8: the copy ring; MXFP4: two decoded
             # tiles beside the ring of raw stages, their scale windows and where each row's
