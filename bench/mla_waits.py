@@ -46,7 +46,7 @@ struct PLife {{
     __device__ ~PLife() {{ if ((threadIdx.x & 127) == 0) atomicAdd(&pwait_life[threadIdx.x >> 7], (unsigned long long)(clock64() - t)); }}
 }};
 """
-WAITS = r"named_barrier|__syncthreads|mbarrier_wait_parity_cluster|mbarrier_wait_parity|cluster_sync|wg_wait<\d+>|cp_async_wait<\d+>"
+WAITS = r"named_barrier|__syncthreads|mbarrier_wait_parity|cluster_sync|wg_wait<\d+>|cp_async_wait<\d+>"
 
 
 def timed(source: str, calls: tuple[str, ...] = ()) -> tuple[str, list[str]]:

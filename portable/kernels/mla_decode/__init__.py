@@ -378,8 +378,9 @@ class MLADecode(Kernel):
                               qs=64 * 4, alpha=2 * 64 * 4,
                               l=(65 if mx else 64) * 4, m=64 * 4),
                    "stage": 64 * D, "q_ld": q_ld, "kq": kq}
-            # (pairs: the copy engine moves half a K tile's slabs and the row factors, 16-byte aligned)
-            assert not mx or all(lay[n] % 16 == 0 for n in ("kv", "kf", "ke", "wm"))
+            # (pairs: the copy engine moves half a K tile's slabs and the row factors, 16-byte
+            # aligned; the pairs' mbarriers 8-byte aligned)
+            assert not mx or all(lay[n] % 16 == 0 for n in ("kv", "kf", "ke", "wm")) and lay["cbar"] % 8 == 0
             return {**lay, "kv_tiles": 2, "raw_stages": stages, "raw_stage": 64 * raw_row, "raw_row": raw_row,
                     "scw": SCALE_WINDOW} if mx else lay
         if t["loop"] == "heads" and self.params["mma"] in FP8_PRODUCTS:
