@@ -297,7 +297,7 @@ __device__ __forceinline__ void tensor_box_load_2d(unsigned dst, const tensor_ma
 // the peer's next writes). A bulk copy moves bytes from this block's shared memory to a peer's
 // by the copy engine (the async proxy), counted as they land on an mbarrier of the peer's, as
 // a tensor copy's are: no store instruction and no fence in the writing threads.
-__device__ __forceinline__ unsigned cluster_rank() {
+__device__ __forceinline__ unsigned cluster_ctarank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
     return r;
@@ -317,8 +317,8 @@ __device__ __forceinline__ void bulk_copy_to_peer(unsigned dst, unsigned src, un
                  :: "r"(dst), "r"(src), "r"(bytes), "r"(bar) : "memory");
 }
 // the bulk copies issued so far by this thread form a group; wait until every group has read its source
-__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void bulk_copy_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_copy_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 // every thread of every block of the cluster (e.g. after mbarrier_init, before remote arrivals)
 __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
