@@ -18,6 +18,7 @@ import torch
 
 import portable
 from mla_fp8_numerics import attend
+from mla_products import parse_knobs
 from portable.kernels.mla_decode import compare
 from portable.kernels.mla_decode.reference import dequantize_kv, make_mla_inputs, mla_reference
 
@@ -34,7 +35,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     B, L, n, h = map(int, args.shape.split(","))
-    tuning = {k: (int(v) if v.isdigit() else v) for k, v in (kv.split("=") for kv in args.tuning.split(",") if kv)}
+    tuning = parse_knobs(args.tuning.split(","))
     k = portable.load("mla_decode", kv_format=args.format, mma=args.mma, tuning=tuning)
     rows = []
     print(f"B{B} L{L} q{n} h{h} {args.format} mma={args.mma} {tuning}")

@@ -38,9 +38,14 @@ def label(shape: dict) -> str:
     return "B{B} L{L} q{q_len} h{h}".format(**shape)
 
 
+def parse_knobs(items) -> dict:
+    """KNOB=VALUE strings -> tuning knobs (digits as ints)."""
+    return {k: (int(v) if v.isdigit() else v) for k, v in (kv.split("=") for kv in items if kv)}
+
+
 def parse_case(text: str) -> tuple:
     fmt, mma, *knobs = text.split("/")
-    return fmt, mma, {k: (int(v) if v.isdigit() else v) for k, v in (kv.split("=") for kv in knobs)}
+    return fmt, mma, parse_knobs(knobs)
 
 
 def main():

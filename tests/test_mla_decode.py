@@ -316,7 +316,7 @@ def test_mxfp4_regs_loop_compiles():
 def test_mxfp4_pairs_compile_and_plan_in_clusters():
     """pairs=2 (MXFP4's regs loop): the two blocks of a sequence's 128 query rows run as a
     cluster of two (compiled in: a plain launch groups them), each block 16 heads x 4 tokens at q
-    4 h 32 (4 x 32 at h 128) so both take the same KV; the decoders decode half of each tile
+    4 h 32 (64 heads x 1 token at h 128) so both take the same KV; the decoders decode half of each tile
     and the copy engine brings those rows to the peer, tiles handed over by mbarriers (one a
     remote arrival), within the register pool, no spills. Fewer than 128 rows a
     sequence take the unpaired kernel; the plan's consecutive items pair up; the knob is refused
