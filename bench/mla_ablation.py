@@ -14,6 +14,10 @@ bench/source_edits.py.
     python bench/mla_ablation.py mxregs  # MXFP4 on the regs loop unpaired (scores="regs",
                                          # pairs=1: a fourth, decoding warpgroup) at the
                                          # same shapes
+    python bench/mla_ablation.py fp8h16  # the fp8 cache's regs loop ("auto": two Q parts) at
+                                         # 16 query rows a sequence (B128 q1 h16, L 8192 and
+                                         # 1024: 48 of the block's 64 rows padding), beside
+                                         # bf16 and the fragments loop
 
 Each line: the call's time and the time a (block, KV tile), the blocks' tiles spread over the SMs.
 """
@@ -55,14 +59,24 @@ MX_CUTS = {
 MXREGS_CUTS = {
     "as built": [],
     # (tensor copies: the waits for tiles that never come go too)
-    "no copies after the first 3": [("if (it + 4 < ntiles) refill(", "if (false) refill("), ("if (3 < ntiles) refill(", "if (false) refill("),
+    "no copies after the first 3": [("if (t + 3 < ntiles) refill(", "if (false) refill("),
                                     ("landed(t);", "if (t < 3) landed(t);")],
     "no decode": [("decode(t, 0);", "if (false) decode(t, 0);"), ("decode(t, 1);", "if (false) decode(t, 1);")],
-    "no V^T": [("transpose((it + 1) % 2,", "if (false) transpose((it + 1) % 2,")],
+    "no V^T": [("transpose(t % 2,", "if (false) transpose(t % 2,")],
     "no S": [("wg_mma_e4m3_n64(s,", "if (false) wg_mma_e4m3_n64(s,")],
     "no P V": [("wg_mma_ss_e4m3_n128(", "if (false) wg_mma_ss_e4m3_n128(")],
 }
-CUTS = {"regs": REGS_CUTS, "mxfp4": MX_CUTS, "mxregs": MXREGS_CUTS}     # (by the names the command line takes)
+FP8REGS_CUTS = {
+    "as built": [],
+    "no S": [("wg_mma_e4m3_n64(s,", "if (false) wg_mma_e4m3_n64(s,"), ("wg_mma_ss_e4m3_n64(s,", "if (false) wg_mma_ss_e4m3_n64(s,")],
+    "no P V": [("wg_mma_ss_e4m3_n256(o,", "if (false) wg_mma_ss_e4m3_n256(o,")],
+    "no V^T": [("transpose(t % 3,", "if (false) transpose(t % 3,")],
+    # (the waits for tiles that never come go too)
+    "no copies after the first 3": [("if (it + 3 < ntiles) issue(", "if (false) issue("),
+                                    ("landed(it);", "if (it < 3) landed(it);"), ("landed(t);", "if (t < 3) landed(t);")],
+    "no exp2": [("ex2_approx(s[4 * j + 2 * h + i] - m_new)", "(s[4 * j + 2 * h + i] - m_new)")],
+}
+CUTS = {"regs": REGS_CUTS, "mxfp4": MX_CUTS, "mxregs": MXREGS_CUTS, "fp8h16": FP8REGS_CUTS}     # (by the names the command line takes)
 
 
 def regs_runs():
@@ -86,12 +100,19 @@ def mxregs_runs():
     return ((128, 8192, 4, 32), (64, 4096, 1, 128)), runs
 
 
+def fp8h16_runs():
+    runs = [("bf16", "auto", {}, [], "bf16"), ("fp8", "auto", {"loop": "fragments"}, [], "fp8 fragments loop"),
+            ("fp8", "fp8", {}, [], "fp8 regs, one Q part")]
+    runs += [("fp8", "auto", {}, c, f"fp8 regs, {n}") for n, c in FP8REGS_CUTS.items()]
+    return ((128, 8192, 1, 16), (128, 1024, 1, 16)), runs
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "regs"
-    shapes, runs = {"regs": regs_runs, "mxfp4": mxfp4_runs, "mxregs": mxregs_runs}[which]()
+    shapes, runs = {"regs": regs_runs, "mxfp4": mxfp4_runs, "mxregs": mxregs_runs, "fp8h16": fp8h16_runs}[which]()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for B, L, q_len, h in shapes:
-        tile_blocks = B * (q_len * h // 64) * (L // 64)
+        tile_blocks = B * max(1, q_len * h // 64) * (L // 64)
         for fmt, mma, knobs, cuts, name in runs:
             source_edits.edit(cuts)
             inputs = make_mla_inputs([L] * B, q_len, h, fmt, seed=1, device="cuda")

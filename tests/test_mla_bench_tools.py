@@ -45,7 +45,8 @@ def test_an_edit_changes_only_what_it_names(edits):
 
 @pytest.mark.parametrize("fmt, knobs, cuts", [("bf16", {"copies": "tensor"}, mla_ablation.REGS_CUTS),
                                               ("mxfp4", {"scores": "one"}, mla_ablation.MX_CUTS),
-                                              ("mxfp4", {"scores": "regs", "mma": "fp8", "pairs": 1}, mla_ablation.MXREGS_CUTS)])
+                                              ("mxfp4", {"scores": "regs", "mma": "fp8", "pairs": 1}, mla_ablation.MXREGS_CUTS),
+                                              ("fp8", {}, mla_ablation.FP8REGS_CUTS)])
 def test_every_ablation_cut_finds_its_loop(fmt, knobs, cuts):
     source = heads_source(fmt, **knobs)
     for name, pieces in cuts.items():
