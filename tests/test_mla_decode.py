@@ -286,6 +286,32 @@ def test_fp8_regs_loop_compiles(mma):
     assert MLADecode(kv_format="fp8", mma=mma).variant(copies="cp.async").tiles("sm_90a")["scores"] == "one"
 
 
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_fp8_swap_scores_compile(mma):
+    """scores="swap" (the fp8 cache's regs loop where a sequence brings 16 query rows): S^T on 18
+    e4m3 MMAs 64 x 16 QP with both operands from shared memory (Q's 16 rows a part as B, no Q in
+    registers) where S over 64 padded rows takes 18 QP of 64 x 64, P V^T's 2 as before; the same
+    12 warps and register pool, no spills, wgmma pipelined; Q's 16 rows a part at L.q, the warps'
+    maxima beside; refused at other row counts and off the fp8 cache."""
+    toolchain_or_skip(nvrtc.available())
+    mla = MLADecode(kv_format="fp8", mma=mma, tuning={"scores": "swap"})
+    k = mla.for_heads(16, "sm_90a", 1, 8192)
+    assert k.tiles("sm_90a")["scores"] == "swap" and k.block_threads("sm_90a") == 384
+    parts = 2 if mma == "fp8x2" else 1
+    r = k.report("sm_90a")
+    assert r["instructions"]["hgmma"] == 18 + 2 and r["spill_bytes"] == 0 and r["instructions"]["local_memory"] == 0, r
+    assert f"m64n{16 * parts}k32.f32.e4m3.e4m3" in k.source("sm_90a") and "wg_mma_e4m3_n64(" not in k.source("sm_90a").split("void mla_decode(")[1]
+    layout = k.layout("sm_90a")
+    assert layout["q_slab"] == 16 * parts * 64 and layout["m"] - layout["q"] == 9 * 16 * parts * 64 + 3 * 8 + 64 * 4 + 2 * 64 * 4 + 2 * 64 * 4 + 64 * 4
+    assert layout["q"] % 512 == 0 and k.dynamic_smem("sm_90a") <= 232448
+    assert_register_pool(k, raised=1, lowered=2)
+    assert_wgmma_pipelined(k)
+    with pytest.raises(portable.InputError, match="scores: 'swap' scores 16 query rows"):
+        mla.for_heads(32, "sm_90a", 1, 8192)
+    with pytest.raises(portable.InputError, match="scores: a knob"):
+        MLADecode(kv_format="mxfp4", mma="fp8", tuning={"scores": "swap"}).source("sm_90a")
+
+
 def test_mxfp4_regs_loop_compiles():
     """MXFP4 on the regs loop (scores="regs", one Q part): 16 warps, the fourth decoding; S on 18
     e4m3 MMAs with all of Q from registers, P V^T in 64 x 128 halves (4 MMAs: a 64 x 256 one needs

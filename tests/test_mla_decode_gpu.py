@@ -125,15 +125,15 @@ def test_one_scoring_warpgroup_matches_reference():
         assert torch.all(out[:2] == 0) and torch.all(torch.isneginf(lse[:2]))
 
 
-def nan_past_the_cache(fmt, lens, mma="auto", **knobs):
-    """q 2 h 32 on a cache whose rows past the last sequence hold NaN, on tensor copies: a
-    chunk's last tile brings those rows in, and none of them may reach the output."""
-    inputs = make_mla_inputs(lens, 2, 32, fmt, seed=torch.seed() % (1 << 31), device="cuda")
+def nan_past_the_cache(fmt, lens, mma="auto", q_len=2, h=32, **knobs):
+    """q 2 h 32 (or those given) on a cache whose rows past the last sequence hold NaN, on tensor
+    copies: a chunk's last tile brings those rows in, and none of them may reach the output."""
+    inputs = make_mla_inputs(lens, q_len, h, fmt, seed=torch.seed() % (1 << 31), device="cuda")
     want_out, want_lse = mla_reference(**inputs, out_dtype=torch.float32)
     nan = torch.full((100, inputs["kv"].shape[1]), float("nan"), device="cuda").to(inputs["kv"].dtype)
     inputs["kv"] = torch.cat([inputs["kv"], nan])
     mla = portable.load("mla_decode", kv_format=fmt, mma=mma, tuning=knobs)
-    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], 32)
+    plan = mla.plan(inputs["qo_indptr"], inputs["kv_indptr"], h)
     assert mla.for_plan(plan).tiles(device_target(torch.cuda.current_device()).name)["copies"] == "tensor"
     out, lse = mla(**inputs, plan=plan, return_lse=True)
     ok, detail = compare(out, lse, want_out, want_lse, *mla.error_bars(plan))
@@ -202,6 +202,27 @@ def test_fp8_regs_loop_matches_reference(fmt, mma, pairs):
     if pairs == 2:
         for page_size in (64, 1):
             run_and_compare(fmt, [4100, 6000, 8192, 1100, 0], 4, 32, page_size=page_size, **knobs)
+
+
+@pytest.mark.parametrize("mma", ["fp8x2", "fp8"])
+def test_fp8_swap_scores_match_reference(mma):
+    """The fp8 cache's regs loop with scores="swap" (16 query rows a sequence: S^T = K Q^T, the
+    rows' maxima meeting over four warps, P a byte a value into 16 of P's 64 rows): partial last
+    tiles and an empty sequence, 64-row pages with NaN in the unused pages and 1-row pages (which
+    take the two-warpgroup loop on cp.async), NaN in the cache rows past the last sequence,
+    partials in fp32, a full GPU of long sequences; other row counts are refused."""
+    if "wgmma" not in device_target(torch.cuda.current_device()).features:
+        pytest.skip("no warpgroup MMA on this GPU")
+    knobs = {"mma": mma, "loop": "heads", "scores": "swap"}
+    out, _ = run_and_compare("fp8", [4097, 4159, 0, 4160, 4100], 1, 16, **knobs)
+    assert torch.all(out[2] == 0)                      # (the empty sequence's row)
+    for page_size in (64, 1):
+        run_and_compare("fp8", [4100, 6000, 8192, 1100], 1, 16, page_size=page_size, **knobs)
+    nan_past_the_cache("fp8", [4097, 4130], q_len=1, h=16, **knobs)
+    run_and_compare("fp8", [8192, 3000], 1, 16, **knobs, partials="fp32")
+    run_and_compare("fp8", [8192] * 128, 1, 16, **knobs)
+    with pytest.raises(portable.InputError, match="scores: 'swap' scores 16 query rows"):
+        run_and_compare("fp8", [4096] * 2, 2, 16, **knobs)
 
 
 @pytest.mark.parametrize("fmt,mma,knobs", [("bf16", "auto", {"scores": "regs"}), ("bf16", "auto", {"scores": "one"}),

@@ -189,7 +189,14 @@ WG_MMA_SS_N256(wg_mma_ss_bf16_n256_mn, "m64n256k16.f32.bf16.bf16", "1, 1, 0, 1")
 __device__ __forceinline__ unsigned long long wg_desc_sw64(unsigned addr) {
     return wg_desc(addr, 16, 512) | (2ull << 62);
 }
-// d (64 x N fp32) += A (64 x 32 e4m3) x B (32 x N e4m3), N = 32, 64, 128, 256
+// d (64 x N fp32) += A (64 x 32 e4m3) x B (32 x N e4m3), N = 16, 32, 64, 128, 256
+__device__ __forceinline__ void wg_mma_ss_e4m3_n16(float (&d)[8], unsigned long long a, unsigned long long b) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %10, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(a), "l"(b), "r"(1) : "memory");
+}
 WG_MMA_SS_N32(wg_mma_ss_e4m3_n32, "m64n32k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N64(wg_mma_ss_e4m3_n64, "m64n64k32.f32.e4m3.e4m3", "1, 1")
 WG_MMA_SS_N128(wg_mma_ss_e4m3_n128, "m64n128k32.f32.e4m3.e4m3", "1, 1")

@@ -119,8 +119,11 @@ class MLADecode(Kernel):
         # Q in its registers, two more warpgroups hold O's halves and copy; 12 warps, three KV
         # stages; mla_decode_heads_regs.j2). The fp8 and MXFP4 caches' on fp8 products: "one"
         # (mla_decode_heads_fp8.j2) or "regs" (mla_decode_heads_fp8_regs.j2; the fp8 cache:
-        # tensor copies only; MXFP4: one Q part, a fourth warpgroup decoding).
-        "scores": Choice(("", "halves", "one", "regs"), ""),
+        # tensor copies only; MXFP4: one Q part, a fourth warpgroup decoding), and for the fp8
+        # cache where a sequence brings 16 query rows (one token, 16 heads) "swap": the regs
+        # loop whose scorer computes S^T = K Q^T with Q's 16 rows as the MMA's N
+        # (mla_decode_scores_swap.j2) instead of S over 64 rows, 48 of them padding.
+        "scores": Choice(("", "halves", "one", "regs", "swap"), ""),
         # MXFP4 on fp8 products (heads loop): warpgroups decoding the cache, 2: a third warpgroup
         # beside the copying one (12 warps; registers moved to the MMA warpgroups by setmaxnreg)
         "decoders": Choice((0, 1, 2), 0),
@@ -184,7 +187,7 @@ class MLADecode(Kernel):
             t["scores"] = "one"                 # (the fp8 cache's "regs" loop takes tensor copies only)
         if t["loop"] != "heads":
             t["partials"] = ""                  # (a choice of the heads loops only)
-        if t["scores"] == "regs":               # the scoring warpgroup and O's two halves (MXFP4: and the decoding one)
+        if t["scores"] in ("regs", "swap"):     # the scoring warpgroup and O's two halves (MXFP4: and the decoding one)
             t["warps"] = 16 if self.params["kv_format"] == "mxfp4" else 12
         if not self._tensor_copies_fit(t):
             t["copies"] = ""                    # (a choice of those two loops only)
@@ -214,13 +217,14 @@ class MLADecode(Kernel):
         "regs" for the fp8 and MXFP4 caches' heads loop on fp8 products (MXFP4's "regs": one Q
         part, the scorer's registers holding all of it)."""
         fmt, mma = self.params["kv_format"], self.params["mma"]
-        fp8_loops = ("one", "regs") if fmt == "fp8" or mma == "fp8" else ("one",)
+        fp8_loops = ("one", "regs", "swap") if fmt == "fp8" else ("one", "regs") if mma == "fp8" else ("one",)
         return t["loop"] == "heads" and ((fmt == "bf16" and mma not in FP8_PRODUCTS)
                                          or (fmt in ("fp8", "mxfp4") and mma in FP8_PRODUCTS and t["scores"] in fp8_loops))
 
     def _fp8_regs(self, t: dict) -> bool:
-        """The heads loop on fp8 products with Q in the scorer's registers (the fp8 and MXFP4 caches)."""
-        return t["scores"] == "regs" and self.params["mma"] in FP8_PRODUCTS
+        """The heads loop on fp8 products with Q in the scorer's registers (the fp8 and MXFP4 caches),
+        or its "swap" scorer (the fp8 cache at 16 rows): mla_decode_heads_fp8_regs.j2."""
+        return t["scores"] in ("regs", "swap") and self.params["mma"] in FP8_PRODUCTS
 
     def _mx_heads_fp8(self, t: dict) -> bool:
         """MXFP4 on fp8 products' two-warpgroup heads loop (its decoders knob)."""
@@ -270,6 +274,9 @@ class MLADecode(Kernel):
                 knobs["pairs"] = 1
             else:
                 knobs["scores"], knobs["pairs"] = "one", 0
+        if self.variant(params["mma"], **knobs).tiles(target)["scores"] == "swap" and rows != 16:
+            raise InputError(f"scores: 'swap' scores 16 query rows a sequence (one token's 16 heads); got {heads} heads "
+                             f"x up to {q_max} tokens (leave it out)")
         head_groups = max(d for d in range(1, knobs["row_groups"] + 1)    # of one token a block
                           if knobs["row_groups"] % d == 0 and heads % (16 * d * (2 if paired else 1)) == 0)
         knobs["tokens"] = knobs["row_groups"] // head_groups
@@ -339,7 +346,7 @@ class MLADecode(Kernel):
         if self.params["kv_format"] not in formats:
             raise InputError(f"loop: {loop!r} is written for kv_format {' and '.join(map(repr, formats))}, "
                              f"got {self.params['kv_format']!r} (use 'tile')")
-        if self._mx_heads_fp8(t) or t["scores"] == "regs":
+        if self._mx_heads_fp8(t) or t["scores"] in ("regs", "swap"):
             shape = {**shape, "warps": t["warps"]}      # (set by the decoders and scores knobs)
         if any(t[k] != v for k, v in shape.items()):
             raise InputError(f"loop: {loop!r} takes {', '.join(f'{k} {v}' for k, v in shape.items())}; got {t}")
@@ -364,20 +371,24 @@ class MLADecode(Kernel):
             # (MXFP4: two decoded K tiles beside three raw stages, their scale windows, where each
             # row's scales start, [tile % 2] row factors, exponents, [tile % 2][8-row group]
             # largest exponents, and O's unit after the sums)
-            parts = 2 if self.params["mma"] == "fp8x2" else 1
-            kq, q_ld = min(18 * parts, FP8_REGS_KSTEPS), D + 16
-            vt, p, land = 2 * DV * 64, 2 * 64 * 64, parts * 64 * q_ld
+            # ("swap": no Q in registers; Q's 16 rows a part as the MMA's B at L.q, q_slab bytes a
+            # 64-byte column slab, and [tile % 2][warp][row] maxima to meet over the warps)
+            parts, swap = 2 if self.params["mma"] == "fp8x2" else 1, t["scores"] == "swap"
+            kq, q_ld = 0 if swap else min(18 * parts, FP8_REGS_KSTEPS), D + 16
+            vt, p, land = 2 * DV * 64, 2 * 64 * 64, 0 if swap else parts * 64 * q_ld
+            q_slab = (16 if swap else 64) * parts * 64
             mx, raw_row, stages = self.params["kv_format"] == "mxfp4", HEADS_RAW_ROW["mxfp4"], 3
             # (MXFP4 on tensor copies: a raw stage holds five 64-byte slabs of the nibbles, 64 x 320
             # bytes as on cp.async; the stages' mbarriers on tensor copies only)
             assert 5 * 64 * 64 == 64 * raw_row
             decode = dict(raw=stages * 64 * raw_row, sc=stages * 64 * SCALE_WINDOW, soff=stages * 64,
                           kf=2 * 64 * 4, ke=2 * 64 * 4, wm=2 * 8 * 4) if mx else {}
-            lay = {**_regions(kv=(2 if mx else 3) * 64 * D, vt=vt, p=p, land=max(0, land - vt - p), q=(18 * parts - kq) * 64 * 32,
+            lay = {**_regions(kv=(2 if mx else 3) * 64 * D, vt=vt, p=p, land=max(0, land - vt - p),
+                              q=9 * q_slab if swap else (18 * parts - kq) * 64 * 32,
                               **decode, bar=3 * 8 if t["copies"] == "tensor" else 0, cbar=4 * 8 if t["pairs"] == 2 else 0,
-                              qs=64 * 4, alpha=2 * 64 * 4,
+                              qs=64 * 4, alpha=2 * 64 * 4, red=2 * 64 * 4 if swap else 0,
                               l=(65 if mx else 64) * 4, m=64 * 4),
-                   "stage": 64 * D, "q_ld": q_ld, "kq": kq}
+                   "stage": 64 * D, "q_ld": q_ld, "kq": kq, "q_slab": q_slab}
             # (pairs: the copy engine moves half a K tile's slabs and the row factors, 16-byte
             # aligned; the pairs' mbarriers 8-byte aligned)
             assert not mx or all(lay[n] % 16 == 0 for n in ("kv", "kf", "ke", "wm")) and lay["cbar"] % 8 == 0
