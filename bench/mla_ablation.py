@@ -72,7 +72,7 @@ FP8REGS_CUTS = {
     "no P V": [("wg_mma_ss_e4m3_n256(o,", "if (false) wg_mma_ss_e4m3_n256(o,")],
     "no V^T": [("transpose(t % 3,", "if (false) transpose(t % 3,")],
     # (the waits for tiles that never come go too)
-    "no copies after the first 3": [("if (it + 3 < ntiles) issue(", "if (false) issue("),
+    "no copies after the first 3": [("if (it + 4 < ntiles) issue(", "if (false) issue("), ("if (3 < ntiles) issue(", "if (false) issue("),
                                     ("landed(it);", "if (it < 3) landed(it);"), ("landed(t);", "if (t < 3) landed(t);")],
     "no exp2": [("ex2_approx(s[4 * j + 2 * h + i] - m_new)", "(s[4 * j + 2 * h + i] - m_new)")],
 }
