@@ -14,10 +14,10 @@ bench/source_edits.py.
     python bench/mla_ablation.py mxregs  # MXFP4 on the regs loop unpaired (scores="regs",
                                          # pairs=1: a fourth, decoding warpgroup) at the
                                          # same shapes
-    python bench/mla_ablation.py fp8h16  # the fp8 cache's regs loop ("auto": two Q parts) at
-                                         # 16 query rows a sequence (B128 q1 h16, L 8192 and
-                                         # 1024: 48 of the block's 64 rows padding), beside
-                                         # bf16 and the fragments loop
+    python bench/mla_ablation.py fp8h16  # the fp8 cache at 16 query rows a sequence (B128 q1
+                                         # h16, L 8192 and 1024; two Q parts): the regs loop
+                                         # (48 of the block's 64 rows padding) and its "swap"
+                                         # scorer, beside bf16 and the fragments loop
 
 Each line: the call's time and the time a (block, KV tile), the blocks' tiles spread over the SMs.
 """
@@ -72,11 +72,21 @@ FP8REGS_CUTS = {
     "no P V": [("wg_mma_ss_e4m3_n256(o,", "if (false) wg_mma_ss_e4m3_n256(o,")],
     "no V^T": [("transpose(t % 3,", "if (false) transpose(t % 3,")],
     # (the waits for tiles that never come go too)
-    "no copies after the first 3": [("if (it + 4 < ntiles) issue(", "if (false) issue("), ("if (3 < ntiles) issue(", "if (false) issue("),
+    "no copies after the first 3": [("if (it + 3 < ntiles) issue(", "if (false) issue("),
                                     ("landed(it);", "if (it < 3) landed(it);"), ("landed(t);", "if (t < 3) landed(t);")],
     "no exp2": [("ex2_approx(s[4 * j + 2 * h + i] - m_new)", "(s[4 * j + 2 * h + i] - m_new)")],
 }
-CUTS = {"regs": REGS_CUTS, "mxfp4": MX_CUTS, "mxregs": MXREGS_CUTS, "fp8h16": FP8REGS_CUTS}     # (by the names the command line takes)
+FP8REGS_CUTS["only the copies"] = FP8REGS_CUTS["no S"] + FP8REGS_CUTS["no P V"] + FP8REGS_CUTS["no V^T"]
+SWAP_CUTS = {                   # (the fp8 cache's "swap" scorer, fp8x2: S^T on 64 x 32 MMAs)
+    "as built": [],
+    "no S": [("wg_mma_ss_e4m3_n32(s,", "if (false) wg_mma_ss_e4m3_n32(s,")],
+    "no P V": FP8REGS_CUTS["no P V"],
+    "no V^T": FP8REGS_CUTS["no V^T"],
+    "no copies after the first 3": [("if (it + 4 < ntiles) issue(", "if (false) issue("), ("if (3 < ntiles) issue(", "if (false) issue("),
+                                    ("landed(it);", "if (it < 3) landed(it);"), ("landed(t);", "if (t < 3) landed(t);")],
+}
+SWAP_CUTS["only the copies"] = SWAP_CUTS["no S"] + SWAP_CUTS["no P V"] + SWAP_CUTS["no V^T"]
+CUTS = {"regs": REGS_CUTS, "mxfp4": MX_CUTS, "mxregs": MXREGS_CUTS, "fp8h16": FP8REGS_CUTS, "swap": SWAP_CUTS}     # (by the names the command line takes)
 
 
 def regs_runs():
@@ -102,8 +112,9 @@ def mxregs_runs():
 
 def fp8h16_runs():
     runs = [("bf16", "auto", {}, [], "bf16"), ("fp8", "auto", {"loop": "fragments"}, [], "fp8 fragments loop"),
-            ("fp8", "fp8", {}, [], "fp8 regs, one Q part")]
-    runs += [("fp8", "auto", {}, c, f"fp8 regs, {n}") for n, c in FP8REGS_CUTS.items()]
+            ("fp8", "fp8", {"scores": "regs"}, [], "fp8 regs, one Q part")]
+    runs += [("fp8", "auto", {"scores": "regs"}, c, f"fp8 regs, {n}") for n, c in FP8REGS_CUTS.items()]
+    runs += [("fp8", "auto", {"scores": "swap"}, c, f"fp8 swap, {n}") for n, c in SWAP_CUTS.items()]
     return ((128, 8192, 1, 16), (128, 1024, 1, 16)), runs
 
 

@@ -46,9 +46,13 @@ def test_an_edit_changes_only_what_it_names(edits):
 @pytest.mark.parametrize("fmt, knobs, cuts", [("bf16", {"copies": "tensor"}, mla_ablation.REGS_CUTS),
                                               ("mxfp4", {"scores": "one"}, mla_ablation.MX_CUTS),
                                               ("mxfp4", {"scores": "regs", "mma": "fp8", "pairs": 1}, mla_ablation.MXREGS_CUTS),
-                                              ("fp8", {}, mla_ablation.FP8REGS_CUTS)])
+                                              ("fp8", {"scores": "regs"}, mla_ablation.FP8REGS_CUTS),
+                                              ("fp8", {"scores": "swap"}, mla_ablation.SWAP_CUTS)])
 def test_every_ablation_cut_finds_its_loop(fmt, knobs, cuts):
-    source = heads_source(fmt, **knobs)
+    if knobs.get("scores") == "swap":           # (16 query rows a sequence only)
+        source = portable.load("mla_decode", kv_format=fmt, tuning=knobs).for_heads(16, "sm_90a", q_max=1, kv_min=8192).source("sm_90a")
+    else:
+        source = heads_source(fmt, **knobs)
     for name, pieces in cuts.items():
         assert all(old in source for old, _ in pieces[:1]), name
 

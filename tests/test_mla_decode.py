@@ -266,8 +266,8 @@ def test_fp8_regs_loop_compiles(mma):
     """The fp8 cache's default on fp8 products, scores="regs": S on QP x 18 e4m3 MMAs 64 x 64
     (fp8x2: 28 with Q's k-steps from registers, 8 from shared memory), 2 P V^T MMAs 64 x 256 (one
     copy of the code for both O warpgroups), 12 warps, no spills, setmaxnreg within the launch's
-    pool, wgmma pipelined; tensor copies only (nine box copies at each of the three call sites:
-    the prologue's, tile 3's and the loop's; no cp.async); three KV stages, V^T and P twice, Q's k-steps past the
+    pool, wgmma pipelined; tensor copies only (nine box copies at each of the prologue's and the
+    loop's call sites, no cp.async); three KV stages, V^T and P twice, Q's k-steps past the
     registers, the mbarriers and row data within sm_90a's shared memory."""
     toolchain_or_skip(nvrtc.available())
     k = MLADecode(kv_format="fp8", mma=mma).for_heads(32, "sm_90a", 4, 8192)
@@ -282,7 +282,7 @@ def test_fp8_regs_loop_compiles(mma):
     assert_register_pool(k, raised=1, lowered=2)          # the scorer up, the O warpgroups down
     assert_wgmma_pipelined(k)
     sass = nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode")
-    assert (sass.count("UTMALDG"), sass.count("LDGSTS")) == (3 * 9, 0)
+    assert (sass.count("UTMALDG"), sass.count("LDGSTS")) == (2 * 9, 0)
     assert MLADecode(kv_format="fp8", mma=mma).variant(copies="cp.async").tiles("sm_90a")["scores"] == "one"
 
 
@@ -306,6 +306,12 @@ def test_fp8_swap_scores_compile(mma):
     assert layout["q"] % 512 == 0 and k.dynamic_smem("sm_90a") <= 232448
     assert_register_pool(k, raised=1, lowered=2)
     assert_wgmma_pipelined(k)
+    # its stages refill before P V^T (tile 3 after P of tile 0, then one a tile): three call sites
+    assert nvrtc.kernel_sass(k.binary("sm_90a").asm, "mla_decode").count("UTMALDG") == 3 * 9
+    # the fp8 cache's default at 16 rows on fp8 products; the regs loop from 32
+    assert MLADecode(kv_format="fp8", mma=mma).for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["scores"] == "swap"
+    assert MLADecode(kv_format="fp8", mma=mma).for_heads(32, "sm_90a", 1, 8192).tiles("sm_90a")["scores"] == "regs"
+    assert MLADecode(kv_format="fp8", mma=mma, tuning={"scores": "regs"}).for_heads(16, "sm_90a", 1, 8192).tiles("sm_90a")["scores"] == "regs"
     with pytest.raises(portable.InputError, match="scores: 'swap' scores 16 query rows"):
         mla.for_heads(32, "sm_90a", 1, 8192)
     with pytest.raises(portable.InputError, match="scores: a knob"):
