@@ -80,7 +80,7 @@ FP8REGS_CUTS["only the copies"] = FP8REGS_CUTS["no S"] + FP8REGS_CUTS["no P V"] 
 SWAP_CUTS = {                   # (the fp8 cache's "swap" scorer, fp8x2: S^T on 64 x 32 MMAs)
     "as built": [],
     "no S": [("wg_mma_ss_e4m3_n32(s,", "if (false) wg_mma_ss_e4m3_n32(s,")],
-    "no P V": FP8REGS_CUTS["no P V"],
+    "no P V": [("wg_mma_ss_e4m3_n16(*reinterpret_cast<float (*)[8]>(o", "if (false) wg_mma_ss_e4m3_n16(*reinterpret_cast<float (*)[8]>(o")],
     "no V^T": FP8REGS_CUTS["no V^T"],
     "no copies after the first 3": [("if (it + 4 < ntiles) issue(", "if (false) issue("), ("if (3 < ntiles) issue(", "if (false) issue("),
                                     ("landed(it);", "if (it < 3) landed(it);"), ("landed(t);", "if (t < 3) landed(t);")],
