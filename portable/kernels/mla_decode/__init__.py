@@ -215,7 +215,7 @@ class MLADecode(Kernel):
     def _scores_fit(self, t: dict) -> bool:
         """The loops the scores knob chooses among: the bf16 cache's heads loops, and "one" or
         "regs" for the fp8 and MXFP4 caches' heads loop on fp8 products (MXFP4's "regs": one Q
-        part, the scorer's registers holding all of it)."""
+        part, the scorer's registers holding all of it), and "swap" for the fp8 cache's."""
         fmt, mma = self.params["kv_format"], self.params["mma"]
         fp8_loops = ("one", "regs", "swap") if fmt == "fp8" else ("one", "regs") if mma == "fp8" else ("one",)
         return t["loop"] == "heads" and ((fmt == "bf16" and mma not in FP8_PRODUCTS)
@@ -392,6 +392,9 @@ class MLADecode(Kernel):
                               qs=64 * 4, alpha=2 * 64 * 4, red=2 * 64 * 4 if swap else 0,
                               l=(65 if mx else 64) * 4, m=64 * 4),
                    "stage": 64 * D, "q_ld": q_ld, "kq": kq, "q_slab": q_slab}
+            if swap:                    # (O^T's 16 rows over the V^T buffers at the end, rows so_ld floats apart)
+                lay["so_ld"] = DV + 4
+                assert 16 * lay["so_ld"] * 4 <= vt
             # (pairs: the copy engine moves half a K tile's slabs and the row factors, 16-byte
             # aligned; the pairs' mbarriers 8-byte aligned)
             assert not mx or all(lay[n] % 16 == 0 for n in ("kv", "kf", "ke", "wm")) and lay["cbar"] % 8 == 0
