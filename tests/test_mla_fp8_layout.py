@@ -4,7 +4,8 @@ the slot and row P and the output read it from, and a warp's transpose reads and
 P's stores reach shared memory in the fewest wavefronts (the first version's reads were
 8-way conflicted: 766 us against 478 after the fix, bench/NOTES.md); the MXFP4 decode's
 stores land on the K tile's bytes, conflict-free, and its e4m3 table (mapping/prelude/sm_90a.h)
-gives every code the e4m3 bytes of its exact value. No GPU needed."""
+gives every code the e4m3 bytes of its exact value; the 16-row loop's Q, P and output bytes
+each land once, its output stores conflict-free. No GPU needed."""
 import itertools
 import random
 
@@ -240,3 +241,47 @@ def test_the_e4m3_table_gives_each_code_its_exact_value():
                     assert back == exact
     lo, hi = e2m1_e4m3_table(255, 127)
     assert e2m1x8_e4m3(0x12345678, lo, hi)[0] & 0x7F7F7F7F == 0x7F7F7F7F   # NaN bytes
+
+
+# --- the 16-row loop (scores="swap": mla_decode_scores_swap.j2, mla_decode_store_swap.j2)
+
+def swap_layout(mma: str) -> dict:
+    from portable.kernels.mla_decode import MLADecode
+    return MLADecode(kv_format="fp8", mma=mma).for_heads(16, "sm_90a", 1, 8192).layout("sm_90a")
+
+
+def test_swap_q_fills_its_b_slabs_once():
+    # Q's 16 rows of each part as B rows 16 part + r, 64-byte column slabs 16 QP x 64 bytes apart
+    # (L.q_slab): every byte of the 9 slabs once, so the matrix unit's k-step kk reads rows
+    # 0..16 QP - 1 at (kk / 2) slab + (kk % 2) 32 in the canonical atoms
+    for parts, mma in ((1, "fp8"), (2, "fp8x2")):
+        slab = swap_layout(mma)["q_slab"]
+        assert slab == 16 * parts * 64
+        at = [sw64(16 * part + r, b, slab) for part in range(parts) for r in range(16) for b in range(576)]
+        assert sorted(at) == list(range(9 * slab))
+
+
+def test_swap_p_stores_write_sixteen_rows_once():
+    # scorer thread (warp, g, c): KV rows 16 warp + g (+8) x query rows 2c, 2c + 1, 2c + 8, 2c + 9,
+    # a byte each at P's row q, the KV row's slot: P's rows 0..15, every byte once
+    at = [sw64(8 * (x >> 1) + 2 * c + (x & 1), slot_of(16 * warp + g + 8 * h))
+          for warp in range(4) for g in range(8) for c in range(4) for h in range(2) for x in range(4)]
+    assert sorted(at) == list(range(16 * 64))
+
+
+def test_swap_o_goes_out_once_a_dim_and_in_one_wavefront():
+    # O^T fragment i of O thread (half, warp, g, c): V^T row r = 256 half + 64 (i / 8) + 16 warp
+    # + g + 8 ((i / 2) % 2), query row 8 ((i / 4) % 2) + 2c + i % 2; stored as [q][dim] with rows
+    # 516 floats apart (L.so_ld): each (q, dim) once, and a warp's store one wavefront
+    so_ld = swap_layout("fp8x2")["so_ld"]
+    seen = []
+    for half, warp in itertools.product(range(2), range(4)):
+        for i in range(32):
+            accesses = []
+            for g, c in itertools.product(range(8), range(4)):
+                r = 256 * half + 64 * (i >> 3) + 16 * warp + g + 8 * ((i >> 1) & 1)
+                q = 8 * ((i >> 2) & 1) + 2 * c + (i & 1)
+                seen.append((q, row_of(r)))
+                accesses.append((4 * (q * so_ld + row_of(r)), 4))
+            assert wavefronts(accesses) == 1, (half, warp, i)
+    assert sorted(seen) == [(q, d) for q in range(16) for d in range(512)]
