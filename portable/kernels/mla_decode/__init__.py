@@ -264,12 +264,12 @@ class MLADecode(Kernel):
         # (the table's own choices, "scores", "copies" and "partials", stay the table's: tiles() reads them, a knob given wins)
         knobs = {**self.tuning, **{k: v for k, v in fits[0].items() if k in self.TUNING and k not in ("scores", "copies", "partials")},
                  "loop": loop or fits[0].get("loop", "")}
-        # pairs: two blocks of the same tokens, so each block holds half the heads' groups (or
-        # pairs 1; where MXFP4's "regs" loop came from the table, it then takes "one": unpaired
-        # it is the slower one)
         swap = (fp8 or {}).get("scores_16_rows", {}).get(fmt) if params["mma"] in FP8_PRODUCTS else None
         if rows == 16 and swap and not self.tuning["scores"]:
             knobs["scores"] = swap              # (the table's scorer where a sequence brings 16 query rows)
+        # pairs: two blocks of the same tokens, so each block holds half the heads' groups (or
+        # pairs 1; where MXFP4's "regs" loop came from the table, it then takes "one": unpaired
+        # it is the slower one)
         paired = self.variant(params["mma"], **knobs).tiles(target)["pairs"] == 2
         if paired and (rows < 128 or heads % 32):
             paired = False
